@@ -1,0 +1,47 @@
+"""Registry of embedding providers, imported lazily so that heavy libraries
+(torch, sentence-transformers) load only when a provider is actually used."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rag_serving.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rag_serving.config import OllamaConfig, SentenceTransformersConfig
+    from rag_serving.embedders.base import Embedder
+
+_PROVIDERS: dict[str, str] = {
+    "sentence-transformers": "rag_serving.embedders.sentence_transformers:SentenceTransformersEmbedder",
+    "ollama": "rag_serving.embedders.ollama:OllamaEmbedder",
+}
+
+
+def register_provider(name: str, target: str) -> None:
+    """Register ``module:Class`` as the implementation of provider ``name``."""
+    _PROVIDERS[name] = target
+
+
+def available_providers() -> list[str]:
+    return sorted(_PROVIDERS)
+
+
+def create_embedder(
+    config: SentenceTransformersConfig | OllamaConfig, data_dir: Path | None = None
+) -> Embedder:
+    """Instantiate the provider named by ``config.provider``.
+
+    ``data_dir`` is where a provider may cache derived artefacts (for example the
+    ONNX query encoder of the bundled model).
+    """
+    target = _PROVIDERS.get(config.provider)
+    if target is None:
+        raise ConfigError(
+            f"unknown embedder provider {config.provider!r}; "
+            f"available: {', '.join(available_providers())}"
+        )
+    module_name, class_name = target.split(":")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    return cls(config, data_dir=data_dir)

@@ -1,0 +1,41 @@
+"""Typed errors that the CLI and the MCP server turn into clean messages."""
+
+from __future__ import annotations
+
+
+class RaglineError(Exception):
+    """Base class for every error ragline reports to a user."""
+
+    exit_code = 1
+
+
+class ConfigError(RaglineError):
+    """The configuration file is missing or invalid."""
+
+    exit_code = 2
+
+
+class FilterError(RaglineError):
+    """A search filter names something that does not exist or is malformed."""
+
+    exit_code = 2
+
+
+class IndexNotBuiltError(RaglineError):
+    """The index does not exist yet (nothing was indexed)."""
+
+
+class EmbedderMismatchError(RaglineError):
+    """The configured embedder differs from the one the index was built with."""
+
+
+class EmbedderError(RaglineError):
+    """An embedder could not be loaded or could not embed text."""
+
+
+class EmbedderUnavailableError(EmbedderError):
+    """The embedding service cannot be reached."""
+
+
+class ModelNotFoundError(EmbedderError):
+    """The embedding model is not available to the provider."""
