@@ -1,0 +1,1 @@
+"""The Dagster code location of ragline: partitioned indexing assets."""

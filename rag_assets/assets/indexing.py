@@ -1,0 +1,103 @@
+"""The five indexing assets, partitioned by source. Each writes to the index
+through the typed resources and returns counts as metadata."""
+
+
+from dagster import AssetExecutionContext, MaterializeResult, asset
+
+from rag_assets.assets.metadata import materialize_result
+from rag_assets.partitions import sources_partitions
+from rag_assets.resources import EmbedderResource, IndexStoreResource, RaglineConfigResource
+from rag_assets.stages.chunk import chunk_source
+from rag_assets.stages.embed import embed_source
+from rag_assets.stages.fulltext import sync_fulltext
+from rag_assets.stages.parse import parse_source
+from rag_assets.stages.scan import scan_source
+
+FULL_REBUILD_TAG = "ragline/full"
+WRITER_POOL = "ragline_writer"
+GROUP = "indexing"
+
+
+def is_full_rebuild(context: AssetExecutionContext) -> bool:
+    """A run tagged ``ragline/full=true`` (``ragline index --full``) or part of a
+    backfill rebuilds its source completely."""
+    tags = context.run.tags
+    return tags.get(FULL_REBUILD_TAG) == "true" or "dagster/backfill" in tags
+
+
+@asset(partitions_def=sources_partitions, pool=WRITER_POOL, group_name=GROUP, kinds={"lancedb"})
+def raw_files(
+    context: AssetExecutionContext, settings: RaglineConfigResource, index_store: IndexStoreResource
+) -> MaterializeResult:
+    """The source's files: path, size, mtime and content hash (unchanged files cost a stat)."""
+    source = settings.source(context.partition_key)
+    result = scan_source(index_store.store(), source, full=is_full_rebuild(context))
+    return materialize_result(result)
+
+
+@asset(
+    deps=[raw_files], partitions_def=sources_partitions, pool=WRITER_POOL, group_name=GROUP,
+    kinds={"lancedb"},
+)  # fmt: skip
+def parsed_documents(
+    context: AssetExecutionContext, settings: RaglineConfigResource, index_store: IndexStoreResource
+) -> MaterializeResult:
+    """Parsed notes (title, tags, links, body); broken files recorded and skipped."""
+    source = settings.source(context.partition_key)
+    result = parse_source(
+        index_store.store(), source, full=is_full_rebuild(context), run_id=context.run_id
+    )
+    for problem in result.problems:
+        context.log.warning(f"{source.name}: {problem.path}: {problem.severity}: {problem.message}")
+    return materialize_result(result)
+
+
+@asset(
+    deps=[parsed_documents], partitions_def=sources_partitions, pool=WRITER_POOL,
+    group_name=GROUP, kinds={"lancedb"},
+)  # fmt: skip
+def chunks(
+    context: AssetExecutionContext,
+    settings: RaglineConfigResource,
+    index_store: IndexStoreResource,
+    embedder: EmbedderResource,
+) -> MaterializeResult:
+    """Heading-aware chunks sized with the embedder's own tokenizer."""
+    config = settings.load()
+    source = config.source(context.partition_key)
+    result = chunk_source(
+        index_store.store(), source, config.chunking, embedder.embedder(),
+        full=is_full_rebuild(context),
+    )  # fmt: skip
+    return materialize_result(result)
+
+
+@asset(
+    deps=[chunks], partitions_def=sources_partitions, pool=WRITER_POOL, group_name=GROUP,
+    kinds={"lancedb"},
+)  # fmt: skip
+def embeddings(
+    context: AssetExecutionContext,
+    settings: RaglineConfigResource,
+    index_store: IndexStoreResource,
+    embedder: EmbedderResource,
+) -> MaterializeResult:
+    """Vectors for every chunk, reused by text hash; published to the served table."""
+    source = settings.source(context.partition_key)
+    result = embed_source(
+        index_store.store(), source, embedder.embedder(), full=is_full_rebuild(context)
+    )
+    return materialize_result(result)
+
+
+@asset(
+    deps=[embeddings], partitions_def=sources_partitions, pool=WRITER_POOL, group_name=GROUP,
+    kinds={"tantivy"},
+)  # fmt: skip
+def fulltext_index(
+    context: AssetExecutionContext, settings: RaglineConfigResource, index_store: IndexStoreResource
+) -> MaterializeResult:
+    """The Tantivy BM25 index, kept equal to the LanceDB chunks of the source."""
+    source = settings.source(context.partition_key)
+    result = sync_fulltext(index_store.store(), source)
+    return materialize_result(result)

@@ -1,0 +1,34 @@
+"""The project's Dagster instance: embedded storage under the data dir."""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+
+from rag_serving.index.layout import IndexLayout
+
+DAGSTER_HOME_ENV = "DAGSTER_HOME"
+
+
+def dagster_home_for(data_dir: Path) -> Path:
+    """``$DAGSTER_HOME`` when set, else ``<data_dir>/dagster``."""
+    env = os.environ.get(DAGSTER_HOME_ENV)
+    return Path(env).expanduser().resolve() if env else IndexLayout(data_dir).dagster_home
+
+
+def instance_settings() -> str:
+    """Text of the dagster.yaml that ragline installs (telemetry off, writer pool)."""
+    return resources.files("rag_assets").joinpath("dagster.yaml").read_text(encoding="utf-8")
+
+
+def prepare_dagster_home(data_dir: Path) -> Path:
+    """Create DAGSTER_HOME with ragline's dagster.yaml (kept if the user has one)
+    and point this process at it."""
+    home = dagster_home_for(data_dir)
+    home.mkdir(parents=True, exist_ok=True)
+    settings = home / "dagster.yaml"
+    if not settings.exists():
+        settings.write_text(instance_settings(), encoding="utf-8")
+    os.environ[DAGSTER_HOME_ENV] = str(home)
+    return home

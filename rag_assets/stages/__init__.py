@@ -1,0 +1,1 @@
+"""The indexing stages as plain functions; the Dagster assets are thin wrappers."""

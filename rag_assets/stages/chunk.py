@@ -1,0 +1,118 @@
+"""Stage 3 (``chunks``): cut new and changed documents into chunks that fit the
+embedder's input (counted with its own tokenizer)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from rag_assets.chunking import chunk_note, heading_anchor
+from rag_assets.progress import report
+from rag_assets.sources.markdown import ParsedNote
+from rag_assets.stages.result import StageResult
+from rag_serving.config import ChunkingConfig, MarkdownSourceConfig
+from rag_serving.embedders import Embedder
+from rag_serving.index import schema as schemas
+from rag_serving.index.ids import chunk_id, text_hash
+from rag_serving.index.store import IndexStore, sql_in, sql_string
+
+
+def chunk_budget(chunking: ChunkingConfig, embedder: Embedder) -> tuple[int, int]:
+    """(target, max) chunk sizes in tokens; max never exceeds the embedder's input."""
+    limit = embedder.max_tokens
+    maximum = min(chunking.max_tokens or limit, limit)
+    return min(chunking.target_tokens, maximum), maximum
+
+
+def chunk_source(
+    store: IndexStore,
+    source: MarkdownSourceConfig,
+    chunking: ChunkingConfig,
+    embedder: Embedder,
+    full: bool,
+) -> StageResult:
+    """Bring ``staged_chunks`` in line with ``documents`` for ``source``."""
+    result = StageResult()
+    scope = f"source = {sql_string(source.name)}"
+    docs = store.read(
+        "documents", where=scope, columns=["doc_id", "content_hash"]
+    ).to_pylist()
+    staged = store.read(
+        "staged_chunks", where=scope, columns=["doc_id", "doc_content_hash"]
+    ).to_pylist()
+    chunked_hash = {row["doc_id"]: row["doc_content_hash"] for row in staged}
+    live = {doc["doc_id"] for doc in docs}
+    todo = [d["doc_id"] for d in docs if full or chunked_hash.get(d["doc_id"]) != d["content_hash"]]
+    result.unchanged = len(docs) - len(todo)
+    gone = [d for d in chunked_hash if d not in live]
+    result.deleted = len(gone)
+    target, maximum = chunk_budget(chunking, embedder)
+    rows: list[dict[str, Any]] = []
+    batch = 200
+    for start in range(0, len(todo), batch):
+        ids = todo[start : start + batch]
+        for doc in store.read("documents", where=sql_in("doc_id", ids)).to_pylist():
+            note = _note_from_row(doc)
+            pieces = chunk_note(note, embedder.count_tokens, target, maximum)
+            rows.extend(_chunk_rows(doc, pieces))
+            if not pieces:
+                result.skipped += 1  # nothing to embed (empty body); re-checked each run
+            elif doc["doc_id"] in chunked_hash:
+                result.changed += 1
+            else:
+                result.new += 1
+        report(source.name, "chunk", min(start + batch, len(todo)), len(todo))
+    if todo or gone:
+        store.apply_changes(
+            "staged_chunks",
+            schemas.STAGED_CHUNKS,
+            pa.Table.from_pylist(rows, schemas.STAGED_CHUNKS) if rows else None,
+            delete_where=f"{scope} AND {sql_in('doc_id', todo + gone)}",
+        )
+    result.row_count = store.count("staged_chunks", scope)
+    result.extra["chunks_written"] = len(rows)
+    return result
+
+
+def _note_from_row(doc: dict[str, Any]) -> ParsedNote:
+    return ParsedNote(
+        path=doc["path"],
+        title=doc["title"],
+        aliases=list(doc["aliases"] or []),
+        tags=list(doc["tags"] or []),
+        links=[],
+        created=doc["created"],
+        updated=doc["updated"],
+        frontmatter={},
+        body=doc["body"] or "",
+        body_start_line=int(doc["body_start_line"] or 1),
+        warnings=[],
+    )
+
+
+def _chunk_rows(doc: dict[str, Any], pieces: list[Any]) -> list[dict[str, Any]]:
+    rows = []
+    occurrences: dict[str, int] = {}
+    for piece in pieces:
+        digest = text_hash(piece.embed_text)
+        occurrence = occurrences.get(digest, 0)
+        occurrences[digest] = occurrence + 1
+        rows.append(
+            {
+                "chunk_id": chunk_id(doc["doc_id"], digest, occurrence),
+                "doc_id": doc["doc_id"],
+                "source": doc["source"],
+                "ordinal": piece.ordinal,
+                "heading_path": list(piece.heading_path),
+                "anchor": heading_anchor(list(piece.heading_path)),
+                "line_start": piece.line_start,
+                "line_end": piece.line_end,
+                "text": piece.text,
+                "embed_text": piece.embed_text,
+                "embed_hash": digest,
+                "token_count": piece.token_count,
+                "doc_content_hash": doc["content_hash"],
+            }
+        )
+    return rows

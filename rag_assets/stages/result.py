@@ -1,0 +1,42 @@
+"""What a stage did, as counts and per-file problems."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+
+@dataclass(frozen=True)
+class FileProblem:
+    path: str
+    severity: str  # error | skipped | warning
+    message: str
+
+
+@dataclass
+class StageResult:
+    """Counts of one stage run for one source."""
+
+    new: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    failed: int = 0
+    skipped: int = 0
+    row_count: int = 0
+    problems: list[FileProblem] = field(default_factory=list)
+    extra: dict[str, int | float | str] = field(default_factory=dict)
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "new": self.new,
+            "changed": self.changed,
+            "unchanged": self.unchanged,
+            "deleted": self.deleted,
+            "failed": self.failed,
+            "skipped": self.skipped,
+        }
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)

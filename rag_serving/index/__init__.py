@@ -1,0 +1,1 @@
+"""The on-disk index: LanceDB tables (the source of truth) and a Tantivy index."""

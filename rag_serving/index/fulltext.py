@@ -1,0 +1,290 @@
+"""The Tantivy full-text index over chunks (BM25).
+
+It is derived from the LanceDB ``chunks`` table, which stays the source of
+truth: ``sync_source`` makes the index hold exactly a source's rows (compared by
+``row_hash``), and ``rebuild`` recreates it from LanceDB. Tantivy allows one
+writer per index; writes are serialised by the Dagster writer pool.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import tantivy
+
+from rag_serving.search.filters import SearchFilters
+
+DEFAULT_FIELDS = ["title", "heading", "text", "path_text", "tags_text", "aliases"]
+FIELD_BOOSTS = {"title": 2.0, "heading": 1.5, "aliases": 1.5, "tags_text": 1.2, "path_text": 0.5}
+_WRITER_HEAP = 64_000_000
+_WORD = re.compile(r"\w+")
+_FIELD_PREFIX = re.compile(r"(?<![\w\\])([A-Za-z_][\w.]*):")
+
+
+def _build_schema() -> tantivy.Schema:
+    b = tantivy.SchemaBuilder()
+    b.add_text_field("chunk_id", stored=True, tokenizer_name="raw")
+    b.add_text_field("doc_id", stored=True, tokenizer_name="raw")
+    b.add_text_field("source", stored=True, tokenizer_name="raw")
+    b.add_text_field("kind", stored=True, tokenizer_name="raw")
+    b.add_text_field("path", stored=True, tokenizer_name="raw")
+    b.add_text_field("path_text", tokenizer_name="default")
+    b.add_text_field("title", stored=True, tokenizer_name="en_stem")
+    b.add_text_field("aliases", tokenizer_name="en_stem")
+    b.add_text_field("heading", stored=True, tokenizer_name="en_stem")
+    b.add_text_field("tags", stored=True, tokenizer_name="raw")
+    b.add_text_field("tags_text", tokenizer_name="default")
+    b.add_text_field("text", stored=True, tokenizer_name="en_stem")
+    b.add_integer_field("modified", stored=True, indexed=True, fast=True)
+    b.add_text_field("row_hash", stored=True, tokenizer_name="raw")
+    return b.build()
+
+
+SCHEMA = _build_schema()
+FIELDS = {
+    "chunk_id", "doc_id", "source", "kind", "path", "path_text", "title", "aliases",
+    "heading", "tags", "tags_text", "text", "modified", "row_hash",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Bm25Hit:
+    chunk_id: str
+    score: float
+
+
+@dataclass(frozen=True)
+class Highlighted:
+    """A snippet: text with the character ranges of matched terms."""
+
+    text: str
+    ranges: list[tuple[int, int]]
+
+    def marked(self, start: str = "**", end: str = "**") -> str:
+        """The snippet with matched terms wrapped in ``start``/``end``."""
+        out, last = [], 0
+        for lo, hi in sorted(self.ranges):
+            out.append(self.text[last:lo])
+            out.append(f"{start}{self.text[lo:hi]}{end}")
+            last = hi
+        out.append(self.text[last:])
+        return "".join(out)
+
+
+def sanitize_query(text: str) -> str:
+    """Keep Tantivy query syntax users mean (quotes, +/-, AND/OR) but neutralise
+    ``word:`` where ``word`` is not one of our fields, so "error: foo" or a URL
+    searches for its words instead of matching nothing."""
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return match.group(0) if name in FIELDS else f"{name} "
+
+    return _FIELD_PREFIX.sub(replace, text)
+
+
+class FulltextIndex:
+    """A Tantivy index stored in one folder."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.index = tantivy.Index(SCHEMA, path=str(self.path), reuse=True)
+
+    # ---- reading ----------------------------------------------------------
+
+    def reload(self) -> None:
+        """See commits made by other processes."""
+        self.index.reload()
+
+    def num_docs(self) -> int:
+        return int(self.index.searcher().num_docs)
+
+    def row_hashes(self, source: str | None = None) -> dict[str, str]:
+        """``chunk_id → row_hash`` for one source (or all)."""
+        searcher = self.index.searcher()
+        total = int(searcher.num_docs)
+        if total == 0:
+            return {}
+        if source is None:
+            query = tantivy.Query.all_query()
+        else:
+            query = tantivy.Query.term_query(SCHEMA, "source", source)
+        result = searcher.search(query, limit=total, count=False)
+        out: dict[str, str] = {}
+        for _score, address in result.hits:
+            doc = searcher.doc(address)
+            out[doc["chunk_id"][0]] = doc["row_hash"][0]
+        return out
+
+    def search(self, text: str, filters: SearchFilters, limit: int) -> list[Bm25Hit]:
+        """BM25 hits for the user's ``text`` within ``filters``, best first."""
+        query = self._user_query(text)
+        if query is None:
+            return []
+        query = self._with_filters(query, filters)
+        searcher = self.index.searcher()
+        result = searcher.search(query, limit=limit, count=False)
+        hits = []
+        for score, address in result.hits:
+            doc = searcher.doc(address)
+            hits.append(Bm25Hit(doc["chunk_id"][0], float(score)))
+        return hits
+
+    def highlights(self, text: str, chunk_ids: Iterable[str], max_chars: int = 220) -> dict[str, Highlighted]:
+        """Snippets of ``chunk_ids`` with the terms of ``text`` highlighted."""
+        ids = list(dict.fromkeys(chunk_ids))
+        query = self._user_query(text)
+        if not ids or query is None:
+            return {}
+        searcher = self.index.searcher()
+        generator = tantivy.SnippetGenerator.create(searcher, query, SCHEMA, "text")
+        generator.set_max_num_chars(max_chars)
+        id_query = tantivy.Query.term_set_query(SCHEMA, "chunk_id", ids)
+        out: dict[str, Highlighted] = {}
+        for _score, address in searcher.search(id_query, limit=len(ids), count=False).hits:
+            doc = searcher.doc(address)
+            snippet = generator.snippet_from_doc(doc)
+            ranges = [(r.start, r.end) for r in snippet.highlighted()]
+            if ranges:
+                out[doc["chunk_id"][0]] = Highlighted(snippet.fragment(), ranges)
+        return out
+
+    def _user_query(self, text: str) -> tantivy.Query | None:
+        cleaned = sanitize_query(text).strip()
+        if not cleaned:
+            return None
+        query, errors = self.index.parse_query_lenient(
+            cleaned, default_field_names=DEFAULT_FIELDS, field_boosts=FIELD_BOOSTS
+        )
+        if errors:
+            # Syntax the parser could not honour (an unbalanced quote, a lone
+            # operator): search the words themselves rather than a partial query.
+            words = " ".join(_WORD.findall(text))
+            if not words:
+                return None
+            query, _ = self.index.parse_query_lenient(
+                words, default_field_names=DEFAULT_FIELDS, field_boosts=FIELD_BOOSTS
+            )
+        return query
+
+    @staticmethod
+    def _with_filters(query: tantivy.Query, filters: SearchFilters) -> tantivy.Query:
+        must: list[tuple[tantivy.Occur, tantivy.Query]] = [(tantivy.Occur.Must, query)]
+        if filters.sources:
+            must.append(
+                (tantivy.Occur.Must, tantivy.Query.term_set_query(SCHEMA, "source", list(filters.sources)))
+            )
+        if filters.kinds:
+            must.append(
+                (tantivy.Occur.Must, tantivy.Query.term_set_query(SCHEMA, "kind", list(filters.kinds)))
+            )
+        if filters.path_prefix:
+            pattern = re.escape(filters.path_prefix) + ".*"
+            must.append((tantivy.Occur.Must, tantivy.Query.regex_query(SCHEMA, "path", pattern)))
+        for tag in filters.tags:
+            must.append((tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, "tags", tag)))
+        if filters.after or filters.before:
+            must.append(
+                (
+                    tantivy.Occur.Must,
+                    tantivy.Query.range_query(
+                        SCHEMA,
+                        "modified",
+                        tantivy.FieldType.Integer,
+                        _epoch(filters.after),
+                        _epoch(filters.before),
+                        include_lower=True,
+                        include_upper=filters.before is None,
+                    ),
+                )
+            )
+        return must[0][1] if len(must) == 1 else tantivy.Query.boolean_query(must)
+
+    # ---- writing ----------------------------------------------------------
+
+    def sync_source(self, source: str, rows: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
+        """Make the index hold exactly ``rows`` for ``source``; returns (written, deleted)."""
+        wanted = {row["chunk_id"]: row for row in rows}
+        present = self.row_hashes(source)
+        stale = [cid for cid, h in present.items() if cid not in wanted or wanted[cid]["row_hash"] != h]
+        new = [row for cid, row in wanted.items() if present.get(cid) != row["row_hash"]]
+        if not stale and not new:
+            return 0, 0
+        writer = self.index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+        try:
+            for cid in stale:
+                writer.delete_documents_by_term("chunk_id", cid)
+            for row in new:
+                writer.add_document(_document(row))
+            writer.commit()
+            writer.wait_merging_threads()
+        except BaseException:
+            writer.rollback()
+            raise
+        self.index.reload()
+        deleted = sum(1 for cid in stale if cid not in wanted)
+        return len(new), deleted
+
+    def delete_source(self, source: str) -> None:
+        writer = self.index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+        writer.delete_documents_by_term("source", source)
+        writer.commit()
+        writer.wait_merging_threads()
+        self.index.reload()
+
+    @classmethod
+    def rebuild(cls, path: Path, rows: Iterable[Mapping[str, Any]]) -> FulltextIndex:
+        """Recreate the index at ``path`` from ``rows`` (the LanceDB chunks)."""
+        tmp = path.with_name(path.name + ".rebuild")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        index = tantivy.Index(SCHEMA, path=str(tmp), reuse=False)
+        writer = index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+        for row in rows:
+            writer.add_document(_document(row))
+        writer.commit()
+        writer.wait_merging_threads()
+        del writer, index
+        old = path.with_name(path.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        if path.exists():
+            path.rename(old)
+        tmp.rename(path)
+        shutil.rmtree(old, ignore_errors=True)
+        return cls(path)
+
+
+def _document(row: Mapping[str, Any]) -> tantivy.Document:
+    tags = list(row.get("tags") or [])
+    modified = row.get("modified")
+    return tantivy.Document(
+        chunk_id=row["chunk_id"],
+        doc_id=row["doc_id"],
+        source=row["source"],
+        kind=row.get("kind") or "",
+        path=row.get("path") or "",
+        path_text=(row.get("path") or "").replace("/", " "),
+        title=row.get("title") or "",
+        aliases=list(row.get("aliases") or []),
+        heading=row.get("heading") or "",
+        tags=tags,
+        tags_text=" ".join(t.replace("/", " ") for t in tags),
+        text=row.get("text") or "",
+        modified=_epoch(modified) or 0,
+        row_hash=row["row_hash"],
+    )
+
+
+def _epoch(value: datetime | None) -> int | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return int(value.timestamp())

@@ -1,0 +1,33 @@
+"""Where each part of the index lives under ``data_dir``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class IndexLayout:
+    """Paths of the index parts under one data directory."""
+
+    data_dir: Path
+
+    @property
+    def lancedb_dir(self) -> Path:
+        return self.data_dir / "lancedb"
+
+    @property
+    def fulltext_dir(self) -> Path:
+        return self.data_dir / "fulltext"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.data_dir / "index.json"
+
+    @property
+    def models_dir(self) -> Path:
+        return self.data_dir / "models"
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.data_dir / "dagster"

@@ -1,0 +1,166 @@
+"""LanceDB access shared by the indexing assets (writes) and search (reads)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from rag_serving.index import schema as schemas
+from rag_serving.index.layout import IndexLayout
+
+_CONNECT_LOCK = threading.Lock()
+
+
+def sql_string(value: str) -> str:
+    """Quote a value as a SQL string literal for a LanceDB filter."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def sql_in(column: str, values: Iterable[str]) -> str:
+    """``column IN (...)`` for string values (``FALSE`` when there are none)."""
+    items = [sql_string(v) for v in values]
+    return f"{column} IN ({', '.join(items)})" if items else "FALSE"
+
+
+class IndexStore:
+    """The LanceDB database under ``data_dir/lancedb``.
+
+    Readers pass ``read_consistency_interval`` so that a long-lived process (the
+    MCP server) sees versions written by other processes.
+    """
+
+    def __init__(self, data_dir: Path, read_consistency_s: float | None = None):
+        import lancedb
+
+        self.layout = IndexLayout(Path(data_dir))
+        self.layout.lancedb_dir.mkdir(parents=True, exist_ok=True)
+        interval = None if read_consistency_s is None else timedelta(seconds=read_consistency_s)
+        with _CONNECT_LOCK:
+            self.db = lancedb.connect(
+                str(self.layout.lancedb_dir), read_consistency_interval=interval
+            )
+        self._tables: dict[str, Any] = {}
+
+    # ---- tables ------------------------------------------------------------
+
+    def table_exists(self, name: str) -> bool:
+        return name in self._table_names()
+
+    def _table_names(self) -> list[str]:
+        result = self.db.list_tables()
+        names = getattr(result, "tables", result)
+        return list(names)
+
+    def table(self, name: str, schema: pa.Schema | None = None) -> Any:
+        """Open table ``name``, creating it with ``schema`` when it does not exist."""
+        if name in self._tables:
+            return self._tables[name]
+        if self.table_exists(name):
+            tbl = self.db.open_table(name)
+        elif schema is None:
+            raise KeyError(name)
+        else:
+            tbl = self.db.create_table(name, schema=schema, exist_ok=True)
+            # Prevents duplicate rows for new keys when writers overlap (lancedb 0.40).
+            tbl.set_unenforced_primary_key(schemas.TABLE_KEYS[name])
+        self._tables[name] = tbl
+        return tbl
+
+    def files(self) -> Any:
+        return self.table("files", schemas.FILES)
+
+    def documents(self) -> Any:
+        return self.table("documents", schemas.DOCUMENTS)
+
+    def file_issues(self) -> Any:
+        return self.table("file_issues", schemas.FILE_ISSUES)
+
+    def staged_chunks(self) -> Any:
+        return self.table("staged_chunks", schemas.STAGED_CHUNKS)
+
+    def chunks(self, dimension: int | None = None) -> Any:
+        schema = schemas.chunks_schema(dimension) if dimension else None
+        return self.table("chunks", schema)
+
+    # ---- reads -------------------------------------------------------------
+
+    def read(
+        self,
+        name: str,
+        where: str | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> pa.Table:
+        """All rows of table ``name`` matching ``where`` (empty table if it does not exist)."""
+        if not self.table_exists(name):
+            base = _schema_for(name)
+            if base is None:
+                return pa.table({})
+            return base.empty_table() if columns is None else base.empty_table().select(columns)
+        query = self.table(name).search()
+        if where:
+            query = query.where(where)
+        if columns:
+            query = query.select(list(columns))
+        return query.limit(None).to_arrow()
+
+    def count(self, name: str, where: str | None = None) -> int:
+        if not self.table_exists(name):
+            return 0
+        return int(self.table(name).count_rows(where))
+
+    # ---- writes ------------------------------------------------------------
+
+    def apply_changes(
+        self,
+        name: str,
+        schema: pa.Schema,
+        upserts: pa.Table | None,
+        delete_where: str | None = None,
+        compare_columns: Sequence[str] = (),
+    ) -> None:
+        """Upsert ``upserts`` by key and delete rows matching ``delete_where`` that are
+        not among them, in one commit, so readers never see a half-applied change.
+
+        With ``compare_columns``, a matched row is rewritten only when one of those
+        columns differs.
+        """
+        tbl = self.table(name, schema)
+        if upserts is None or upserts.num_rows == 0:
+            if delete_where:
+                tbl.delete(delete_where)
+            return
+        key = schemas.TABLE_KEYS[name]
+        upserts = upserts.select(schema.names).cast(schema)
+        merge = tbl.merge_insert(key)
+        if compare_columns:
+            changed = " OR ".join(f"target.{c} != source.{c}" for c in compare_columns)
+            merge = merge.when_matched_update_all(where=changed)
+        else:
+            merge = merge.when_matched_update_all()
+        merge = merge.when_not_matched_insert_all()
+        if delete_where:
+            merge = merge.when_not_matched_by_source_delete(delete_where)
+        merge.execute(upserts)
+
+    def delete(self, name: str, where: str) -> None:
+        if self.table_exists(name):
+            self.table(name).delete(where)
+
+    def refresh(self) -> None:
+        """See the latest committed version of every open table."""
+        for tbl in self._tables.values():
+            tbl.checkout_latest()
+
+
+def _schema_for(name: str) -> pa.Schema | None:
+    return {
+        "files": schemas.FILES,
+        "documents": schemas.DOCUMENTS,
+        "file_issues": schemas.FILE_ISSUES,
+        "staged_chunks": schemas.STAGED_CHUNKS,
+    }.get(name)

@@ -1,0 +1,271 @@
+"""The one search facade shared by the CLI and the MCP server."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import numpy as np
+
+from rag_serving.config import RaglineConfig
+from rag_serving.embedders import Embedder, create_embedder
+from rag_serving.errors import EmbedderMismatchError, FilterError
+from rag_serving.index.fulltext import FulltextIndex
+from rag_serving.index.layout import IndexLayout
+from rag_serving.index.manifest import IndexManifest, read_manifest
+from rag_serving.index.schema import SCHEMA_VERSION
+from rag_serving.index.store import IndexStore, sql_in
+from rag_serving.search.filters import (
+    IndexVocabulary,
+    SearchFilters,
+    expand_tags,
+    validate_filters,
+)
+from rag_serving.search.fusion import (
+    FusedHit,
+    RankedList,
+    explain_as_dict,
+    reciprocal_rank_fusion,
+    single_list,
+)
+
+Mode = Literal["hybrid", "bm25", "vector"]
+MODES: tuple[Mode, ...] = ("hybrid", "bm25", "vector")
+SNIPPET_CHARS = 220
+_HIT_COLUMNS = [
+    "chunk_id", "doc_id", "source", "kind", "path", "title", "heading", "anchor",
+    "line_start", "line_end", "text", "modified", "indexed_at",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One chunk found by a search."""
+
+    rank: int
+    score: float
+    source: str
+    kind: str
+    path: str  # relative to the source's root
+    title: str
+    anchor: str  # heading path, e.g. "Install > On Linux"
+    snippet: str  # matched terms wrapped in ** **
+    chunk_id: str
+    doc_id: str
+    line_start: int
+    line_end: int
+    modified: datetime | None
+    indexed_at: datetime | None
+    explain: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def as_json(self, with_explain: bool = False) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "rank": self.rank,
+            "score": round(self.score, 6),
+            "source": self.source,
+            "kind": self.kind,
+            "path": self.path,
+            "title": self.title,
+            "anchor": self.anchor,
+            "snippet": self.snippet,
+            "chunk_id": self.chunk_id,
+            "doc_id": self.doc_id,
+            "lines": [self.line_start, self.line_end],
+            "modified": self.modified.isoformat() if self.modified else None,
+            "indexed_at": self.indexed_at.isoformat() if self.indexed_at else None,
+        }
+        if with_explain:
+            data["explain"] = self.explain
+        return data
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    query: str
+    mode: Mode
+    filters: SearchFilters
+    hits: list[SearchHit]
+
+    def as_json(self, with_explain: bool = False) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "mode": self.mode,
+            "hits": [hit.as_json(with_explain) for hit in self.hits],
+        }
+
+
+class SearchEngine:
+    """Opens the index once and answers searches; safe to keep warm.
+
+    A long-lived engine sees index versions written by other processes: LanceDB
+    is opened with a read-consistency interval and Tantivy is reloaded per query.
+    """
+
+    def __init__(self, config: RaglineConfig, read_consistency_s: float | None = 1.0):
+        self.config = config
+        self.layout = IndexLayout(config.data_dir)
+        self.manifest: IndexManifest = read_manifest(self.layout.manifest_path)
+        self._check_embedder()
+        self.store = IndexStore(config.data_dir, read_consistency_s=read_consistency_s)
+        self.fulltext = FulltextIndex(self.layout.fulltext_dir)
+        self._embedder: Embedder | None = None
+        self._lock = threading.Lock()
+        self._vocabulary: tuple[int, IndexVocabulary] | None = None
+
+    def _check_embedder(self) -> None:
+        recorded = self.manifest.fingerprint
+        wanted = self.config.embedder
+        wanted_model = "all-MiniLM-L6-v2" if wanted.model.endswith("all-MiniLM-L6-v2") else wanted.model
+        if self.manifest.schema_version != SCHEMA_VERSION:
+            raise EmbedderMismatchError(
+                f"the index at {self.config.data_dir} uses format {self.manifest.schema_version}; "
+                f"this ragline needs {SCHEMA_VERSION}: rebuild it with `ragline index --full`"
+            )
+        if (recorded.provider, recorded.model) != (wanted.provider, wanted_model):
+            raise EmbedderMismatchError(
+                f"the index was built with {recorded.describe()} but the config asks for "
+                f"{wanted.provider}:{wanted_model}; run `ragline index --full` to re-embed "
+                "with the new model, or set [embedder] back"
+            )
+
+    @property
+    def embedder(self) -> Embedder:
+        with self._lock:
+            if self._embedder is None:
+                self._embedder = create_embedder(self.config.embedder, self.config.data_dir)
+            return self._embedder
+
+    # ---- vocabulary for filter validation ----------------------------------
+
+    def vocabulary(self) -> IndexVocabulary:
+        """Sources, kinds and tags present in the index (plus configured sources)."""
+        version = self.store.documents().version if self.store.table_exists("documents") else -1
+        if self._vocabulary and self._vocabulary[0] == version:
+            return self._vocabulary[1]
+        docs = self.store.read("documents", columns=["source", "kind", "tags"])
+        tags: set[str] = set()
+        for row_tags in docs.column("tags").to_pylist():
+            tags.update(expand_tags(row_tags or []))
+        vocabulary = IndexVocabulary(
+            sources=frozenset(docs.column("source").to_pylist())
+            | {s.name for s in self.config.sources},
+            kinds=frozenset(docs.column("kind").to_pylist()) | {s.kind for s in self.config.sources},
+            tags=frozenset(tags),
+        )
+        self._vocabulary = (version, vocabulary)
+        return vocabulary
+
+    # ---- search -------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        k: int | None = None,
+        filters: SearchFilters | None = None,
+        mode: Mode | None = None,
+    ) -> SearchResult:
+        """Hybrid (or bm25 / vector) search; see ``hybrid_search``."""
+        settings = self.config.search
+        k = k or settings.k
+        mode = mode or settings.mode
+        if mode not in MODES:
+            raise FilterError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+        if k < 1:
+            raise FilterError(f"k must be at least 1, got {k}")
+        filters = validate_filters(filters or SearchFilters(), self.vocabulary())
+        if not query.strip():
+            raise FilterError("the query is empty")
+        depth = max(settings.candidates, k)
+        self.fulltext.reload()
+        lists: list[RankedList] = []
+        if mode in ("hybrid", "bm25"):
+            bm25 = self.fulltext.search(query, filters, depth)
+            lists.append(
+                RankedList("bm25", [h.chunk_id for h in bm25], [h.score for h in bm25],
+                           settings.weights.bm25)
+            )
+        if mode in ("hybrid", "vector"):
+            ids, sims = self._vector_search(query, filters, depth)
+            lists.append(RankedList("vector", ids, sims, settings.weights.vector))
+        fused = (
+            reciprocal_rank_fusion(lists, k=settings.rrf_k) if mode == "hybrid" else single_list(lists[0])
+        )
+        hits = self._materialize(query, fused, k)
+        return SearchResult(query, mode, filters, hits)
+
+    def _vector_search(
+        self, query: str, filters: SearchFilters, depth: int
+    ) -> tuple[list[str], list[float]]:
+        if not self.store.table_exists("chunks"):
+            return [], []
+        vector = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
+        expected = self.manifest.fingerprint.dimension
+        if vector.shape != (expected,):
+            raise EmbedderMismatchError(
+                f"the query embedder gives {vector.shape[-1]}-dimensional vectors but the "
+                f"index holds {expected}; run `ragline index --full`"
+            )
+        search = self.store.chunks().search(vector).distance_type("cosine")
+        where = filters.to_sql()
+        if where:
+            search = search.where(where, prefilter=True)
+        table = search.select(["chunk_id"]).limit(depth).to_arrow()
+        ids = table.column("chunk_id").to_pylist()
+        sims = [1.0 - float(d) for d in table.column("_distance").to_pylist()]
+        return ids, sims
+
+    def _materialize(self, query: str, fused: list[FusedHit], k: int) -> list[SearchHit]:
+        """Fetch the chunks' rows from LanceDB, the source of truth (a chunk the
+        full-text index still holds but LanceDB no longer does is dropped)."""
+        if not fused or not self.store.table_exists("chunks"):
+            return []
+        wanted = [hit.id for hit in fused[: k * 2]]
+        table = self.store.read("chunks", where=sql_in("chunk_id", wanted), columns=_HIT_COLUMNS)
+        rows = {row["chunk_id"]: row for row in table.to_pylist()}
+        kept = [hit for hit in fused if hit.id in rows][:k]
+        highlights = self.fulltext.highlights(query, [hit.id for hit in kept], SNIPPET_CHARS)
+        hits = []
+        for rank, hit in enumerate(kept, start=1):
+            row = rows[hit.id]
+            marked = highlights.get(hit.id)
+            snippet = marked.marked() if marked else _head(row["text"])
+            hits.append(
+                SearchHit(
+                    rank=rank,
+                    score=hit.score,
+                    source=row["source"],
+                    kind=row["kind"],
+                    path=row["path"],
+                    title=row["title"],
+                    anchor=row["heading"] or "",
+                    snippet=snippet,
+                    chunk_id=row["chunk_id"],
+                    doc_id=row["doc_id"],
+                    line_start=row["line_start"],
+                    line_end=row["line_end"],
+                    modified=row["modified"],
+                    indexed_at=row["indexed_at"],
+                    explain=explain_as_dict(hit.explain),
+                )
+            )
+        return hits
+
+
+def _head(text: str, limit: int = SNIPPET_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rsplit(" ", 1)[0] + "…"
+
+
+def hybrid_search(
+    config: RaglineConfig,
+    query: str,
+    k: int | None = None,
+    filters: SearchFilters | None = None,
+    mode: Mode | None = None,
+) -> SearchResult:
+    """Search the index of ``config``: vector (LanceDB) and BM25 (Tantivy), both
+    prefiltered, fused by weighted RRF. Opens the index for this one call; keep a
+    ``SearchEngine`` for repeated searches."""
+    return SearchEngine(config).search(query, k=k, filters=filters, mode=mode)

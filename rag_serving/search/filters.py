@@ -1,0 +1,123 @@
+"""Search filters, validated against what the index holds, and translated for
+LanceDB (SQL) and Tantivy (queries)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from rag_serving.errors import FilterError
+from rag_serving.index.store import sql_in, sql_string
+from rag_serving.suggest import did_you_mean
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    """Restrictions on which chunks a search may return.
+
+    Several sources or kinds match any of them; several tags must all be present
+    (a tag also matches its nested tags: ``project`` matches ``project/alpha``).
+    ``path_prefix`` is relative to the source's root. Dates compare with the
+    file's modification time.
+    """
+
+    sources: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    path_prefix: str | None = None
+    tags: tuple[str, ...] = ()
+    after: datetime | None = None
+    before: datetime | None = None
+
+    def is_empty(self) -> bool:
+        return self == SearchFilters()
+
+    def normalized(self) -> SearchFilters:
+        """Tags without '#' and lowercased; naive datetimes taken as UTC."""
+        return SearchFilters(
+            sources=tuple(self.sources),
+            kinds=tuple(self.kinds),
+            path_prefix=(self.path_prefix or "").lstrip("./") or None,
+            tags=tuple(t.lstrip("#").lower() for t in self.tags),
+            after=_utc(self.after),
+            before=_utc(self.before),
+        )
+
+    def to_sql(self) -> str | None:
+        """A LanceDB ``where`` clause (None when there is nothing to filter)."""
+        clauses: list[str] = []
+        if self.sources:
+            clauses.append(sql_in("source", self.sources))
+        if self.kinds:
+            clauses.append(sql_in("kind", self.kinds))
+        if self.path_prefix:
+            clauses.append(f"starts_with(path, {sql_string(self.path_prefix)})")
+        clauses.extend(f"array_has(tags, {sql_string(tag)})" for tag in self.tags)
+        if self.after:
+            clauses.append(f"modified >= {_sql_timestamp(self.after)}")
+        if self.before:
+            clauses.append(f"modified < {_sql_timestamp(self.before)}")
+        return " AND ".join(clauses) if clauses else None
+
+
+@dataclass(frozen=True)
+class IndexVocabulary:
+    """The names a filter may use: what the index actually holds."""
+
+    sources: frozenset[str] = field(default_factory=frozenset)
+    kinds: frozenset[str] = field(default_factory=frozenset)
+    tags: frozenset[str] = field(default_factory=frozenset)
+
+
+def validate_filters(filters: SearchFilters, vocabulary: IndexVocabulary) -> SearchFilters:
+    """Normalise ``filters`` and fail loudly, with close matches, on unknown names."""
+    filters = filters.normalized()
+    for source in filters.sources:
+        if source not in vocabulary.sources:
+            raise FilterError(
+                f"unknown source {source!r}{did_you_mean(source, vocabulary.sources)}"
+            )
+    for kind in filters.kinds:
+        if kind not in vocabulary.kinds:
+            raise FilterError(f"unknown kind {kind!r}{did_you_mean(kind, vocabulary.kinds)}")
+    for tag in filters.tags:
+        if tag not in vocabulary.tags:
+            raise FilterError(f"unknown tag {tag!r}{did_you_mean(tag, vocabulary.tags)}")
+    if filters.after and filters.before and filters.after >= filters.before:
+        raise FilterError(
+            f"--after {filters.after.isoformat()} is not before --before "
+            f"{filters.before.isoformat()}: no document can match"
+        )
+    return filters
+
+
+def parse_date(value: str, option: str) -> datetime:
+    """Parse an ISO date or datetime given on the command line or to a tool."""
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise FilterError(
+            f"{option} {value!r} is not a date; use YYYY-MM-DD or an ISO 8601 datetime"
+        ) from exc
+    return _utc(parsed) or parsed
+
+
+def expand_tags(tags: list[str]) -> list[str]:
+    """Tags plus their parents (``a/b/c`` → ``a/b/c``, ``a/b``, ``a``), deduplicated."""
+    out: list[str] = []
+    for tag in tags:
+        parts = tag.split("/")
+        for i in range(len(parts), 0, -1):
+            candidate = "/".join(parts[:i])
+            if candidate and candidate not in out:
+                out.append(candidate)
+    return out
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _sql_timestamp(value: datetime) -> str:
+    return f"arrow_cast({sql_string(value.strftime('%Y-%m-%dT%H:%M:%S.%f'))}, 'Timestamp(Microsecond, Some(\"UTC\"))')"
