@@ -9,12 +9,15 @@ from pathlib import Path
 from rag_serving.index.layout import IndexLayout
 
 DAGSTER_HOME_ENV = "DAGSTER_HOME"
+# What the user set, before ragline points DAGSTER_HOME at a data dir itself.
+_USER_DAGSTER_HOME = os.environ.get(DAGSTER_HOME_ENV)
 
 
 def dagster_home_for(data_dir: Path) -> Path:
     """``$DAGSTER_HOME`` when set, else ``<data_dir>/dagster``."""
-    env = os.environ.get(DAGSTER_HOME_ENV)
-    return Path(env).expanduser().resolve() if env else IndexLayout(data_dir).dagster_home
+    if _USER_DAGSTER_HOME:
+        return Path(_USER_DAGSTER_HOME).expanduser().resolve()
+    return IndexLayout(data_dir).dagster_home
 
 
 def instance_settings() -> str:

@@ -99,5 +99,5 @@ def fulltext_index(
 ) -> MaterializeResult:
     """The Tantivy BM25 index, kept equal to the LanceDB chunks of the source."""
     source = settings.source(context.partition_key)
-    result = sync_fulltext(index_store.store(), source)
+    result = sync_fulltext(index_store.store(), source, context.run_id)
     return materialize_result(result)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 from rag_assets.progress import report
-from rag_assets.stages.result import StageResult
+from rag_assets.stages.result import StageResult, utcnow
 from rag_serving.config import MarkdownSourceConfig
 from rag_serving.index.fulltext import FulltextIndex
+from rag_serving.index import schema as schemas
 from rag_serving.index.store import IndexStore, sql_string
 
 FULLTEXT_COLUMNS = [
@@ -14,7 +17,7 @@ FULLTEXT_COLUMNS = [
 ]  # fmt: skip
 
 
-def sync_fulltext(store: IndexStore, source: MarkdownSourceConfig) -> StageResult:
+def sync_fulltext(store: IndexStore, source: MarkdownSourceConfig, run_id: str) -> StageResult:
     """Make the Tantivy index hold exactly the source's chunks from LanceDB."""
     scope = f"source = {sql_string(source.name)}"
     rows = (
@@ -32,8 +35,29 @@ def sync_fulltext(store: IndexStore, source: MarkdownSourceConfig) -> StageResul
     before = index.row_hashes(source.name)
     written, deleted = index.sync_source(source.name, rows)
     report(source.name, "fulltext", len(rows), len(rows))
+    record_source_state(store, source.name, run_id, len(rows))
     result = StageResult(deleted=deleted, row_count=len(rows))
     result.new = sum(1 for r in rows if r["chunk_id"] not in before)
     result.changed = written - result.new
     result.unchanged = len(rows) - written
     return result
+
+
+def record_source_state(store: IndexStore, source: str, run_id: str, chunk_count: int) -> None:
+    """Remember that ``source`` was fully indexed by ``run_id`` (for `ragline status`)."""
+    scope = f"source = {sql_string(source)}"
+    issues = store.read("file_issues", where=scope, columns=["severity"]).column("severity")
+    severities = issues.to_pylist()
+    row = {
+        "source": source,
+        "last_run_id": run_id,
+        "last_indexed_at": utcnow(),
+        "files": store.count("files", scope),
+        "documents": store.count("documents", scope),
+        "chunks": chunk_count,
+        "errors": severities.count("error"),
+        "skipped": severities.count("skipped"),
+    }
+    store.apply_changes(
+        "source_state", schemas.SOURCE_STATE, pa.Table.from_pylist([row], schemas.SOURCE_STATE)
+    )

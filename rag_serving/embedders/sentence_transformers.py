@@ -104,7 +104,12 @@ class SentenceTransformersEmbedder(Embedder):
             if key not in _LOADED:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
                 from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as transformers_logging
+
+                transformers_logging.set_verbosity_error()
+                transformers_logging.disable_progress_bar()
 
                 _LOADED[key] = SentenceTransformer(
                     str(self.model_dir), device="cpu", local_files_only=True

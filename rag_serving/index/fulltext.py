@@ -61,20 +61,32 @@ class Bm25Hit:
 
 @dataclass(frozen=True)
 class Highlighted:
-    """A snippet: text with the character ranges of matched terms."""
+    """A snippet: text with the UTF-8 byte ranges of matched terms (as Tantivy gives them)."""
 
     text: str
     ranges: list[tuple[int, int]]
 
     def marked(self, start: str = "**", end: str = "**") -> str:
-        """The snippet with matched terms wrapped in ``start``/``end``."""
+        """The snippet on one line, matched terms wrapped in ``start``/``end``."""
+        data = self.text.encode("utf-8")
         out, last = [], 0
         for lo, hi in sorted(self.ranges):
-            out.append(self.text[last:lo])
-            out.append(f"{start}{self.text[lo:hi]}{end}")
+            if hi <= lo or lo < last:
+                continue
+            out.append(_plain(data[last:lo], start, end))
+            out.append(f"{start}{_plain(data[lo:hi], start, end)}{end}")
             last = hi
-        out.append(self.text[last:])
-        return "".join(out)
+        out.append(_plain(data[last:], start, end))
+        return " ".join("".join(out).split())
+
+
+def _plain(data: bytes, *markers: str) -> str:
+    """Decoded text without our highlight markers (Markdown bold in the note itself
+    would otherwise be mistaken for a match)."""
+    text = data.decode("utf-8", "replace")
+    for marker in markers:
+        text = text.replace(marker, "")
+    return text
 
 
 def sanitize_query(text: str) -> str:

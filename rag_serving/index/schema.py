@@ -5,6 +5,7 @@
 - ``file_issues``: files that were skipped or failed, with the reason.
 - ``staged_chunks``: the chunks each document should have (no vectors yet).
 - ``chunks``: what search serves: chunk text, metadata and vectors.
+- ``source_state``: per source, the last completed indexing run and its totals.
 """
 
 from __future__ import annotations
@@ -85,6 +86,19 @@ STAGED_CHUNKS = pa.schema(
     ]
 )
 
+SOURCE_STATE = pa.schema(
+    [
+        _key("source"),
+        pa.field("last_run_id", pa.string()),
+        pa.field("last_indexed_at", TIMESTAMP),
+        pa.field("files", pa.int64()),
+        pa.field("documents", pa.int64()),
+        pa.field("chunks", pa.int64()),
+        pa.field("errors", pa.int64()),
+        pa.field("skipped", pa.int64()),
+    ]
+)
+
 
 def chunks_schema(dimension: int) -> pa.Schema:
     """Schema of the served ``chunks`` table for vectors of ``dimension``."""
@@ -120,4 +134,5 @@ TABLE_KEYS = {
     "file_issues": "doc_id",
     "staged_chunks": "chunk_id",
     "chunks": "chunk_id",
+    "source_state": "source",
 }

@@ -163,4 +163,5 @@ def _schema_for(name: str) -> pa.Schema | None:
         "documents": schemas.DOCUMENTS,
         "file_issues": schemas.FILE_ISSUES,
         "staged_chunks": schemas.STAGED_CHUNKS,
+        "source_state": schemas.SOURCE_STATE,
     }.get(name)

@@ -211,7 +211,7 @@ class SearchEngine:
         where = filters.to_sql()
         if where:
             search = search.where(where, prefilter=True)
-        table = search.select(["chunk_id"]).limit(depth).to_arrow()
+        table = search.select(["chunk_id", "_distance"]).limit(depth).to_arrow()
         ids = table.column("chunk_id").to_pylist()
         sims = [1.0 - float(d) for d in table.column("_distance").to_pylist()]
         return ids, sims

@@ -1,0 +1,196 @@
+"""``ragline``: a thin click CLI over rag_serving (search, status) and rag_assets
+(indexing, the Dagster UI). Heavy modules are imported inside the commands that
+need them so that ``ragline search`` starts fast."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from rag_serving.config import RaglineConfig, load_config
+from rag_serving.errors import RaglineError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def handle_errors(func: F) -> F:
+    """Turn typed ragline errors into one clean message and their exit code."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except RaglineError as exc:
+            from ragline.output import err_console
+
+            err_console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+            sys.exit(exc.exit_code)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class Context:
+    def __init__(self, config_path: str | None):
+        self.config_path = config_path
+        self._config: RaglineConfig | None = None
+
+    @property
+    def config(self) -> RaglineConfig:
+        if self._config is None:
+            self._config = load_config(self.config_path)
+        return self._config
+
+
+pass_context = click.make_pass_decorator(Context)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    envvar="RAGLINE_CONFIG",
+    help="Config file (default: $RAGLINE_CONFIG, ./ragline.toml, ~/.config/ragline/ragline.toml).",
+)
+@click.version_option(package_name="ragline")
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None) -> None:
+    """ragline: a local-first personal knowledge index with hybrid search."""
+    ctx.obj = Context(config_path)
+
+
+@cli.command()
+@click.argument("path", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--name", help="Source name (default: derived from the folder name).")
+@click.option(
+    "--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to write the config (default: ./ragline.toml).",
+)  # fmt: skip
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), help="Index location.")
+@click.option("--force", is_flag=True, help="Overwrite an existing config file.")
+@handle_errors
+def init(path: Path, name: str | None, output: Path | None, data_dir: Path | None, force: bool) -> None:
+    """Write a starter config with one markdown source for PATH."""
+    from rag_serving.config import parse_config_file, slugify, starter_config
+    from rag_serving.errors import ConfigError
+
+    source = path.expanduser().resolve()
+    if not source.is_dir():
+        raise ConfigError(f"{source}: not a folder; give the folder of your notes")
+    target = (output or Path("ragline.toml")).expanduser().resolve()
+    if target.exists() and not force:
+        raise ConfigError(f"{target} already exists; use --force to overwrite it")
+    data = (data_dir or target.parent / ".ragline").expanduser().resolve()
+    text = starter_config(source, data, name or slugify(source.name))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    parse_config_file(target)  # what we write must load
+    click.echo(f"Wrote {target}\nNext: ragline --config {target} index")
+
+
+@cli.command()
+@click.argument("sources", nargs=-1)
+@click.option("--full", is_flag=True, help="Rebuild completely (vectors of unchanged text are reused).")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@pass_context
+@handle_errors
+def index(ctx: Context, sources: tuple[str, ...], full: bool, as_json: bool) -> None:
+    """Index SOURCES (all configured sources when none is named) through Dagster."""
+    from ragline.index_command import run_index
+
+    ok = run_index(ctx.config, list(sources), full, as_json)
+    sys.exit(0 if ok else 1)
+
+
+@cli.command()
+@click.argument("query")
+@click.option("--k", "-k", type=click.IntRange(1, 1000), help="Number of hits (default from config).")
+@click.option("--source", "sources", multiple=True, help="Only this source (repeatable).")
+@click.option("--kind", "kinds", multiple=True, help="Only this kind of source (repeatable).")
+@click.option("--path", "path_prefix", help="Only paths under this prefix (relative to the source).")
+@click.option("--tag", "tags", multiple=True, help="Only notes with this tag (repeatable: all must match).")
+@click.option("--after", help="Only files modified on or after this date (YYYY-MM-DD).")
+@click.option("--before", help="Only files modified before this date (YYYY-MM-DD).")
+@click.option("--mode", type=click.Choice(["hybrid", "bm25", "vector"]), help="Retrieval mode.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--explain", is_flag=True, help="Show each hit's rank and score in every list.")
+@pass_context
+@handle_errors
+def search(
+    ctx: Context,
+    query: str,
+    k: int | None,
+    sources: tuple[str, ...],
+    kinds: tuple[str, ...],
+    path_prefix: str | None,
+    tags: tuple[str, ...],
+    after: str | None,
+    before: str | None,
+    mode: str | None,
+    as_json: bool,
+    explain: bool,
+) -> None:
+    """Search the index (hybrid vector + BM25 by default)."""
+    from rag_serving.search import SearchFilters, hybrid_search
+    from rag_serving.search.filters import parse_date
+    from ragline.output import print_json, render_search
+
+    filters = SearchFilters(
+        sources=sources,
+        kinds=kinds,
+        path_prefix=path_prefix,
+        tags=tags,
+        after=parse_date(after, "--after") if after else None,
+        before=parse_date(before, "--before") if before else None,
+    )
+    result = hybrid_search(ctx.config, query, k=k, filters=filters, mode=mode)  # type: ignore[arg-type]
+    if as_json:
+        print_json(result.as_json(with_explain=explain))
+    else:
+        render_search(result, explain)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@pass_context
+@handle_errors
+def status(ctx: Context, as_json: bool) -> None:
+    """Per source: documents, chunks, last indexed, files with errors."""
+    from rag_serving.status import index_status
+    from ragline.output import print_json, render_status
+
+    report = index_status(ctx.config)
+    if as_json:
+        print_json(report.as_json())
+    else:
+        render_status(report)
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=3000, show_default=True, type=int)
+@pass_context
+@handle_errors
+def ui(ctx: Context, host: str, port: int) -> None:
+    """Start the Dagster webserver and daemon for this project."""
+    from ragline.ui_command import run_ui
+
+    sys.exit(run_ui(ctx.config, host, port))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    cli(prog_name="ragline")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Running the Dagster indexing job in this process, recorded in the project's
+instance so the runs show up in the Dagster UI."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rag_serving.config import RaglineConfig
+from rag_serving.errors import RaglineError
+
+QUIET_LOGGERS = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+
+
+@dataclass
+class SourceRunOutcome:
+    source: str
+    run_id: str
+    success: bool
+    seconds: float
+    metadata: dict[str, dict[str, Any]] = field(default_factory=dict)  # asset → metadata
+    error: str | None = None
+
+
+def index_sources(
+    config: RaglineConfig,
+    names: list[str],
+    full: bool,
+    on_progress: Callable[[str, str, int, int], None] | None = None,
+) -> list[SourceRunOutcome]:
+    """Materialise the indexing chain for each named source (all when empty)."""
+    if config.config_path is None:
+        raise RaglineError("internal error: the config was not loaded from a file")
+    os.environ["RAGLINE_CONFIG"] = str(config.config_path)
+    selected = [config.source(name).name for name in names] or [s.name for s in config.sources]
+    if not selected:
+        raise RaglineError(
+            f"{config.config_path}: no [[sources]] configured; add one (see `ragline init`)"
+        )
+    from rag_assets.instance import prepare_dagster_home
+
+    prepare_dagster_home(config.data_dir)
+    from dagster import DagsterInstance
+
+    from rag_assets import progress
+    from rag_assets.definitions import defs
+    from rag_assets.jobs import INDEX_JOB_NAME
+    from rag_assets.partitions import SOURCES_PARTITIONS_NAME
+
+    if full:
+        _reset_on_embedder_change(config)
+    logging.getLogger("dagster").setLevel(logging.ERROR)
+    instance = DagsterInstance.get()
+    known = set(instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
+    missing = [name for name in selected if name not in known]
+    if missing:
+        instance.add_dynamic_partitions(SOURCES_PARTITIONS_NAME, missing)
+    job = defs.resolve_job_def(INDEX_JOB_NAME)
+    progress.set_reporter(on_progress)
+    outcomes = []
+    try:
+        for name in selected:
+            started = time.perf_counter()
+            tags = {"ragline/full": "true"} if full else {}
+            tags["ragline/launched_by"] = "cli"
+            result = job.execute_in_process(
+                partition_key=name,
+                instance=instance,
+                tags=tags,
+                run_config=QUIET_LOGGERS,
+                raise_on_error=False,
+            )
+            outcomes.append(_outcome(name, result, time.perf_counter() - started))
+    finally:
+        progress.set_reporter(None)
+    return outcomes
+
+
+def _outcome(name: str, result: Any, seconds: float) -> SourceRunOutcome:
+    metadata: dict[str, dict[str, Any]] = {}
+    for event in result.get_asset_materialization_events():
+        materialization = event.event_specific_data.materialization
+        values = {}
+        for key, value in materialization.metadata.items():
+            values[key] = getattr(value, "value", value)
+        metadata[materialization.asset_key.to_user_string()] = values
+    error = None
+    if not result.success:
+        for event in result.all_events:
+            if event.is_failure and event.event_specific_data is not None:
+                failure = getattr(event.event_specific_data, "error", None)
+                if failure is not None:
+                    error = _root_message(failure)
+                    break
+        error = error or "the run failed; see the Dagster UI (`ragline ui`) for its logs"
+    return SourceRunOutcome(name, result.run_id, result.success, seconds, metadata, error)
+
+
+def _root_message(error: Any) -> str:
+    """The innermost cause of a Dagster error: what the user needs to read."""
+    while getattr(error, "cause", None) is not None:
+        error = error.cause
+    return str(error.message).strip().splitlines()[-1] if error.message else str(error)
+
+
+def _reset_on_embedder_change(config: RaglineConfig) -> None:
+    """``--full`` after the embedder changed: drop the old vectors and fingerprint."""
+    import shutil
+
+    from rag_serving.embedders import create_embedder
+    from rag_serving.index.layout import IndexLayout
+    from rag_serving.index.manifest import read_manifest
+
+    layout = IndexLayout(config.data_dir)
+    if not layout.manifest_path.is_file():
+        return
+    current = create_embedder(config.embedder, config.data_dir).fingerprint
+    if read_manifest(layout.manifest_path).fingerprint == current:
+        return
+    from rag_serving.index.store import IndexStore
+
+    store = IndexStore(config.data_dir)
+    for table in ("chunks",):
+        if store.table_exists(table):
+            store.db.drop_table(table)
+    shutil.rmtree(layout.fulltext_dir, ignore_errors=True)
+    layout.manifest_path.unlink()

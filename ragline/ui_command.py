@@ -1,0 +1,42 @@
+"""``ragline ui``: the Dagster webserver and daemon for this project."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+from rag_serving.config import RaglineConfig
+from rag_serving.errors import RaglineError
+
+
+def run_ui(config: RaglineConfig, host: str, port: int) -> int:
+    """Run ``dagster dev`` on the ragline code location until interrupted."""
+    from rag_assets.instance import prepare_dagster_home
+
+    home = prepare_dagster_home(config.data_dir)
+    env = dict(os.environ, RAGLINE_CONFIG=str(config.config_path), DAGSTER_HOME=str(home))
+    _register_partitions(config)
+    dagster = shutil.which("dagster") or os.path.join(os.path.dirname(sys.executable), "dagster")
+    if not os.path.exists(dagster):
+        raise RaglineError("the `dagster` command is missing; reinstall ragline")
+    command = [dagster, "dev", "-m", "rag_assets.definitions", "-h", host, "-p", str(port)]
+    print(f"Dagster UI on http://{host}:{port} (DAGSTER_HOME={home}); Ctrl-C stops it.")
+    try:
+        return subprocess.call(command, env=env)
+    except KeyboardInterrupt:
+        return 0
+
+
+def _register_partitions(config: RaglineConfig) -> None:
+    """Make every configured source a partition, so the UI can run it."""
+    from dagster import DagsterInstance
+
+    from rag_assets.partitions import SOURCES_PARTITIONS_NAME
+
+    instance = DagsterInstance.get()
+    known = set(instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
+    missing = [s.name for s in config.sources if s.name not in known]
+    if missing:
+        instance.add_dynamic_partitions(SOURCES_PARTITIONS_NAME, missing)
