@@ -1,0 +1,50 @@
+"""The bundled model: offline loading, vectors, the ONNX query path, fingerprints."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rag_serving.config import RaglineConfig, SentenceTransformersConfig
+from rag_serving.embedders import available_providers, create_embedder
+from rag_serving.errors import EmbedderError, EmbedderMismatchError
+
+
+def test_registry_lists_providers() -> None:
+    assert {"sentence-transformers", "ollama"} <= set(available_providers())
+
+
+def test_bundled_model_embeds_offline() -> None:
+    embedder = create_embedder(SentenceTransformersConfig())
+    vectors = embedder.embed_documents(["Feed the sourdough starter", "Kubernetes rolling update", "bread levain"])
+    assert vectors.shape == (3, 384) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    assert vectors[0] @ vectors[2] > vectors[0] @ vectors[1]
+    assert embedder.fingerprint.as_dict() == {
+        "provider": "sentence-transformers", "model": "all-MiniLM-L6-v2", "dimension": 384,
+        "chunker_version": embedder.fingerprint.chunker_version,
+    }  # fmt: skip
+    assert embedder.max_tokens == 254
+
+
+def test_unknown_local_model_is_a_clear_error() -> None:
+    with pytest.raises(EmbedderError, match="never downloads"):
+        create_embedder(SentenceTransformersConfig(model="BAAI/bge-small-en"))
+
+
+def test_onnx_query_encoder_matches_torch(sample_index: RaglineConfig) -> None:
+    embedder = create_embedder(sample_index.embedder, sample_index.data_dir)
+    assert embedder._onnx_path() is not None and embedder._onnx_path().is_file()  # type: ignore[attr-defined]
+    query = "how do I keep a sourdough starter alive?"
+    onnx_vector = embedder.embed_query(query)
+    torch_vector = embedder.embed_documents([query])[0]
+    assert float(onnx_vector @ torch_vector) > 0.9999
+
+
+def test_search_with_another_embedder_is_refused(sample_index: RaglineConfig) -> None:
+    from rag_serving.config import OllamaConfig
+    from rag_serving.search import SearchEngine
+
+    other = sample_index.model_copy(update={"embedder": OllamaConfig(provider="ollama", model="nomic-embed-text")})
+    with pytest.raises(EmbedderMismatchError, match="index --full"):
+        SearchEngine(other)

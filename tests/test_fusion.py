@@ -1,0 +1,65 @@
+"""Weighted Reciprocal Rank Fusion: the maths and the explain trace."""
+
+from __future__ import annotations
+
+import pytest
+
+from rag_serving.search.fusion import RankedList, reciprocal_rank_fusion, single_list
+
+
+def test_rrf_scores_follow_the_formula() -> None:
+    bm25 = RankedList("bm25", ["a", "b", "c"], [9.0, 5.0, 1.0])
+    vector = RankedList("vector", ["c", "a"], [0.9, 0.8])
+    hits = reciprocal_rank_fusion([bm25, vector], k=60)
+    scores = {h.id: h.score for h in hits}
+    assert scores["a"] == pytest.approx(1 / 61 + 1 / 62)
+    assert scores["c"] == pytest.approx(1 / 63 + 1 / 61)
+    assert scores["b"] == pytest.approx(1 / 62)
+    assert [h.id for h in hits] == ["a", "c", "b"]
+
+
+def test_weights_scale_each_list() -> None:
+    bm25 = RankedList("bm25", ["a", "b"], [2.0, 1.0], weight=0.25)
+    vector = RankedList("vector", ["b", "a"], [0.9, 0.8], weight=1.0)
+    hits = reciprocal_rank_fusion([bm25, vector], k=10)
+    assert [h.id for h in hits] == ["b", "a"]
+    assert hits[0].score == pytest.approx(0.25 / 12 + 1 / 11)
+
+
+def test_zero_weight_ignores_a_list() -> None:
+    hits = reciprocal_rank_fusion(
+        [RankedList("bm25", ["x"], [1.0], weight=0.0), RankedList("vector", ["y"], [0.5])], k=60
+    )
+    assert [h.id for h in hits] == ["y"]
+
+
+def test_explain_records_rank_score_and_contribution() -> None:
+    hits = reciprocal_rank_fusion(
+        [RankedList("bm25", ["a", "b"], [3.0, 2.0]), RankedList("vector", ["b"], [0.7])], k=60
+    )
+    b = next(h for h in hits if h.id == "b")
+    assert b.explain["bm25"].rank == 2 and b.explain["bm25"].score == 3.0 - 1.0
+    assert b.explain["vector"].rank == 1 and b.explain["vector"].score == pytest.approx(0.7)
+    assert b.explain["vector"].contribution == pytest.approx(1 / 61)
+    a = next(h for h in hits if h.id == "a")
+    assert set(a.explain) == {"bm25"}
+
+
+def test_ties_are_deterministic() -> None:
+    lists = [RankedList("bm25", ["b", "a"], [1.0, 1.0]), RankedList("vector", ["a", "b"], [1.0, 1.0])]
+    first = [h.id for h in reciprocal_rank_fusion(lists)]
+    assert first == [h.id for h in reciprocal_rank_fusion(list(reversed(lists)))]
+    assert first == ["a", "b"]
+
+
+def test_smaller_k_favours_top_ranks() -> None:
+    lists = [RankedList("bm25", ["top", "x", "y"], [3, 2, 1]), RankedList("vector", ["x", "y", "top"], [3, 2, 1])]
+    assert reciprocal_rank_fusion(lists, k=1)[0].id == "x"
+    with pytest.raises(ValueError):
+        reciprocal_rank_fusion(lists, k=0)
+
+
+def test_single_list_keeps_order_and_scores() -> None:
+    hits = single_list(RankedList("vector", ["p", "q"], [0.9, 0.4]))
+    assert [(h.id, h.score) for h in hits] == [("p", 0.9), ("q", 0.4)]
+    assert hits[1].explain["vector"].rank == 2
