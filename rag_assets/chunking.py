@@ -39,7 +39,7 @@ from rag_assets.sources.markdown import ParsedNote, block_tokens, line_offsets
 __all__ = ["CHUNKER_VERSION", "Chunk", "CountTokens", "chunk_note", "heading_anchor"]
 
 # Bump whenever the chunk boundaries or embed texts can change for the same input.
-CHUNKER_VERSION = "md-headings-1"
+from rag_serving.embedders.base import CHUNKER_VERSION
 
 CountTokens = Callable[[Sequence[str]], list[int]]
 

@@ -210,7 +210,9 @@ def _describe_validation_error(path: Path, raw: dict, exc: ValidationError) -> s
         elif error["type"] == "missing":
             message = "required key is missing"
         value = error.get("input")
-        shown = f" (got {value!r})" if error["type"] not in {"missing"} and _is_scalar(value) else ""
+        shown = (
+            f" (got {value!r})" if error["type"] not in {"missing"} and _is_scalar(value) else ""
+        )
         lines.append(f"{path}: {key}: {message}{shown}")
     return "\n".join(lines)
 

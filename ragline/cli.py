@@ -27,9 +27,8 @@ def handle_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except RaglineError as exc:
-            from ragline.output import err_console
-
-            err_console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+            click.secho("error: ", fg="red", bold=True, err=True, nl=False)
+            click.echo(str(exc), err=True)
             sys.exit(exc.exit_code)
 
     return wrapper  # type: ignore[return-value]
@@ -72,10 +71,14 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
     "--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
     help="Where to write the config (default: ./ragline.toml).",
 )  # fmt: skip
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), help="Index location.")
+@click.option(
+    "--data-dir", type=click.Path(file_okay=False, path_type=Path), help="Index location."
+)
 @click.option("--force", is_flag=True, help="Overwrite an existing config file.")
 @handle_errors
-def init(path: Path, name: str | None, output: Path | None, data_dir: Path | None, force: bool) -> None:
+def init(
+    path: Path, name: str | None, output: Path | None, data_dir: Path | None, force: bool
+) -> None:
     """Write a starter config with one markdown source for PATH."""
     from rag_serving.config import parse_config_file, slugify, starter_config
     from rag_serving.errors import ConfigError
@@ -96,7 +99,9 @@ def init(path: Path, name: str | None, output: Path | None, data_dir: Path | Non
 
 @cli.command()
 @click.argument("sources", nargs=-1)
-@click.option("--full", is_flag=True, help="Rebuild completely (vectors of unchanged text are reused).")
+@click.option(
+    "--full", is_flag=True, help="Rebuild completely (vectors of unchanged text are reused)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @pass_context
 @handle_errors
@@ -110,11 +115,17 @@ def index(ctx: Context, sources: tuple[str, ...], full: bool, as_json: bool) -> 
 
 @cli.command()
 @click.argument("query")
-@click.option("--k", "-k", type=click.IntRange(1, 1000), help="Number of hits (default from config).")
+@click.option(
+    "--k", "-k", type=click.IntRange(1, 1000), help="Number of hits (default from config)."
+)
 @click.option("--source", "sources", multiple=True, help="Only this source (repeatable).")
 @click.option("--kind", "kinds", multiple=True, help="Only this kind of source (repeatable).")
-@click.option("--path", "path_prefix", help="Only paths under this prefix (relative to the source).")
-@click.option("--tag", "tags", multiple=True, help="Only notes with this tag (repeatable: all must match).")
+@click.option(
+    "--path", "path_prefix", help="Only paths under this prefix (relative to the source)."
+)
+@click.option(
+    "--tag", "tags", multiple=True, help="Only notes with this tag (repeatable: all must match)."
+)
 @click.option("--after", help="Only files modified on or after this date (YYYY-MM-DD).")
 @click.option("--before", help="Only files modified before this date (YYYY-MM-DD).")
 @click.option("--mode", type=click.Choice(["hybrid", "bm25", "vector"]), help="Retrieval mode.")

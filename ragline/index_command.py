@@ -62,5 +62,7 @@ def run_index(config: RaglineConfig, sources: list[str], full: bool, as_json: bo
                     f"({emb.get('embedded', 0)} embedded) in {o.seconds:.1f}s  [dim]run {o.run_id[:8]}[/]"
                 )
             else:
-                err_console.print(f"[bold red]✗ {o.source}: {o.error}[/]  [dim]run {o.run_id[:8]}[/]")
+                err_console.print(
+                    f"[bold red]✗ {o.source}: {o.error}[/]  [dim]run {o.run_id[:8]}[/]"
+                )
     return all(o.success for o in outcomes)

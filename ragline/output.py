@@ -35,7 +35,9 @@ def render_search(result: SearchResult, explain: bool) -> None:
             f"[bold cyan]{hit.rank:>2}.[/] [bold]{escape(hit.title)}[/]{anchor}  "
             f"[dim]{escape(where)}:{hit.line_start}-{hit.line_end}  score {hit.score:.4f}[/]"
         )
-        snippet = _BOLD.sub(lambda m: f"[bold yellow]{escape(m.group(1))}[/]", _escape_keep_bold(hit.snippet))
+        snippet = _BOLD.sub(
+            lambda m: f"[bold yellow]{escape(m.group(1))}[/]", _escape_keep_bold(hit.snippet)
+        )
         console.print(f"    {snippet}")
         if explain:
             parts = [
@@ -52,9 +54,20 @@ def _escape_keep_bold(text: str) -> str:
 
 
 def render_status(status: IndexStatus) -> None:
-    console.print(f"[bold]Index[/] {escape(status.data_dir)}  embedder: {status.embedder or 'none yet'}")
+    console.print(
+        f"[bold]Index[/] {escape(status.data_dir)}  embedder: {status.embedder or 'none yet'}"
+    )
     table = Table(show_edge=False)
-    for column in ("source", "kind", "files", "documents", "chunks", "last indexed", "errors", "skipped"):
+    for column in (
+        "source",
+        "kind",
+        "files",
+        "documents",
+        "chunks",
+        "last indexed",
+        "errors",
+        "skipped",
+    ):
         table.add_column(column)
     for s in status.sources:
         errors = sum(1 for i in s.issues if i.severity == "error")

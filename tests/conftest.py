@@ -11,13 +11,13 @@ os.environ.pop("RAGLINE_CONFIG", None)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from collections.abc import Iterator  # noqa: E402
-from pathlib import Path  # noqa: E402
+from collections.abc import Iterator
+from pathlib import Path
 
-import pytest  # noqa: E402
+import pytest
 
-from rag_serving.config import RaglineConfig, parse_config_file  # noqa: E402
-from tests.sample_vault import write_sample_vault  # noqa: E402
+from rag_serving.config import RaglineConfig, parse_config_file
+from tests.sample_vault import write_sample_vault
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -70,7 +70,12 @@ def sample_index(tmp_path_factory: pytest.TempPathFactory, sample_vault: Path) -
     config_path = write_config(
         root,
         [
-            {"name": "notes", "kind": "markdown", "path": str(sample_vault / "notes")},
+            {
+                "name": "notes",
+                "kind": "markdown",
+                "path": str(sample_vault / "notes"),
+                "exclude": ["drafts/**"],
+            },
             {"name": "journal", "kind": "markdown", "path": str(sample_vault / "journal")},
         ],
     )

@@ -37,13 +37,22 @@ def test_valid_config_resolves_relative_paths(tmp_path: Path) -> None:
     ("text", "expected"),
     [
         ('[[sources]]\nname = "Bad Name"\nkind = "markdown"\npath = "."\n', "sources[0].name"),
-        ('[[sources]]\nname = "a"\nkind = "markdwn"\npath = "."\n', "sources[0].kind: unknown kind 'markdwn'"),
-        ('[[sources]]\nname = "a"\nkind = "markdown"\n', "sources[0].path: required key is missing"),
-        ('[[sources]]\nname = "a"\nkind = "markdown"\npath = "."\nincude = []\n', "sources[0].incude: unknown key"),
+        (
+            '[[sources]]\nname = "a"\nkind = "markdwn"\npath = "."\n',
+            "sources[0].kind: unknown kind 'markdwn'",
+        ),
+        (
+            '[[sources]]\nname = "a"\nkind = "markdown"\n',
+            "sources[0].path: required key is missing",
+        ),
+        (
+            '[[sources]]\nname = "a"\nkind = "markdown"\npath = "."\nincude = []\n',
+            "sources[0].incude: unknown key",
+        ),
         ('[embedder]\nprovider = "openai"\n', "embedder.provider: unknown provider 'openai'"),
-        ('[search]\nrrf_k = 0\n', "search.rrf_k"),
+        ("[search]\nrrf_k = 0\n", "search.rrf_k"),
         ('[chunking]\ntarget_tokens = "big"\n', "chunking.target_tokens"),
-        ('data_dir = \n', "not valid TOML"),
+        ("data_dir = \n", "not valid TOML"),
         (
             '[[sources]]\nname = "a"\nkind = "markdown"\npath = "."\n'
             '[[sources]]\nname = "a"\nkind = "markdown"\npath = "."\n',
@@ -113,6 +122,8 @@ def test_init_writes_a_loadable_starter_config(tmp_path: Path) -> None:
 
 
 def test_init_rejects_a_missing_folder(tmp_path: Path) -> None:
-    result = CliRunner().invoke(cli, ["init", str(tmp_path / "missing"), "-o", str(tmp_path / "c.toml")])
+    result = CliRunner().invoke(
+        cli, ["init", str(tmp_path / "missing"), "-o", str(tmp_path / "c.toml")]
+    )
     assert result.exit_code == 2
     assert "not a folder" in result.output

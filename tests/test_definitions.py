@@ -28,7 +28,7 @@ def test_definitions_have_the_partitioned_chain() -> None:
         partitions = graph.get(_key(name)).partitions_def
         assert isinstance(partitions, DynamicPartitionsDefinition)
         assert partitions.name == "sources"
-        assert graph.get(_key(name)).pool == "ragline_writer"
+        assert graph.get(_key(name)).pools == {"ragline_writer"}
 
 
 def test_index_job_runs_in_process() -> None:
@@ -82,12 +82,15 @@ def test_a_partition_materialises_with_counts(tmp_path: Path, sample_vault: Path
             instance=instance,
             resources=default_resources(str(config_path)),
         )
-        second = {k: v.value for k, v in again.asset_materializations_for_node("embeddings")[0].metadata.items()}
+        second = {
+            k: v.value
+            for k, v in again.asset_materializations_for_node("embeddings")[0].metadata.items()
+        }
         assert second["embedded"] == 0 and second["new"] == 0
         assert second["unchanged"] == metadata["embeddings"]["dagster/row_count"]
 
 
-def _key(name: str):  # noqa: ANN202 - tiny helper
+def _key(name: str):
     from dagster import AssetKey
 
     return AssetKey(name)

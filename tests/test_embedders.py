@@ -16,7 +16,9 @@ def test_registry_lists_providers() -> None:
 
 def test_bundled_model_embeds_offline() -> None:
     embedder = create_embedder(SentenceTransformersConfig())
-    vectors = embedder.embed_documents(["Feed the sourdough starter", "Kubernetes rolling update", "bread levain"])
+    vectors = embedder.embed_documents(
+        ["Feed the sourdough starter", "Kubernetes rolling update", "bread levain"]
+    )
     assert vectors.shape == (3, 384) and vectors.dtype == np.float32
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
     assert vectors[0] @ vectors[2] > vectors[0] @ vectors[1]
@@ -45,6 +47,8 @@ def test_search_with_another_embedder_is_refused(sample_index: RaglineConfig) ->
     from rag_serving.config import OllamaConfig
     from rag_serving.search import SearchEngine
 
-    other = sample_index.model_copy(update={"embedder": OllamaConfig(provider="ollama", model="nomic-embed-text")})
+    other = sample_index.model_copy(
+        update={"embedder": OllamaConfig(provider="ollama", model="nomic-embed-text")}
+    )
     with pytest.raises(EmbedderMismatchError, match="index --full"):
         SearchEngine(other)

@@ -46,14 +46,20 @@ def test_explain_records_rank_score_and_contribution() -> None:
 
 
 def test_ties_are_deterministic() -> None:
-    lists = [RankedList("bm25", ["b", "a"], [1.0, 1.0]), RankedList("vector", ["a", "b"], [1.0, 1.0])]
+    lists = [
+        RankedList("bm25", ["b", "a"], [1.0, 1.0]),
+        RankedList("vector", ["a", "b"], [1.0, 1.0]),
+    ]
     first = [h.id for h in reciprocal_rank_fusion(lists)]
     assert first == [h.id for h in reciprocal_rank_fusion(list(reversed(lists)))]
     assert first == ["a", "b"]
 
 
 def test_smaller_k_favours_top_ranks() -> None:
-    lists = [RankedList("bm25", ["top", "x", "y"], [3, 2, 1]), RankedList("vector", ["x", "y", "top"], [3, 2, 1])]
+    lists = [
+        RankedList("bm25", ["top", "x", "y"], [3, 2, 1]),
+        RankedList("vector", ["x", "y", "top"], [3, 2, 1]),
+    ]
     assert reciprocal_rank_fusion(lists, k=1)[0].id == "x"
     with pytest.raises(ValueError):
         reciprocal_rank_fusion(lists, k=0)

@@ -33,9 +33,15 @@ def test_keyword_queries(engine: SearchEngine, query: str, expected: str) -> Non
 @pytest.mark.parametrize(
     ("query", "expected"),
     [
-        ("show the contents of one note inside another note", "Linking notes and files/Embed files.md"),
-        ("give a note a second name so links still find it", "Linking notes and files/Aliases.md"),
-        ("keep my notes the same on my phone and my laptop", "Getting started/Sync your notes across devices.md"),
+        (
+            "show the contents of one note inside another note",
+            "Linking notes and files/Embed files.md",
+        ),
+        ("use alternative names for the same note", "Linking notes and files/Aliases.md"),
+        (
+            "keep my notes the same on my phone and my laptop",
+            "Getting started/Sync your notes across devices.md",
+        ),
     ],
 )
 def test_paraphrase_queries(engine: SearchEngine, query: str, expected: str) -> None:

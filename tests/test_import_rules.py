@@ -21,7 +21,9 @@ def test_no_forbidden_import_statements_in_rag_serving() -> None:
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module]
-            offenders += [f"{path}:{node.lineno} {n}" for n in names if n.split(".")[0] in FORBIDDEN]
+            offenders += [
+                f"{path}:{node.lineno} {n}" for n in names if n.split(".")[0] in FORBIDDEN
+            ]
     assert not offenders
 
 

@@ -19,11 +19,13 @@ from tests.conftest import build_index, write_config
 from tests.sample_vault import BROKEN_FILES, NOTES
 
 
-def test_every_good_note_is_indexed_and_ignored_folders_are_not(sample_index: RaglineConfig) -> None:
+def test_every_good_note_is_indexed_and_ignored_folders_are_not(
+    sample_index: RaglineConfig,
+) -> None:
     store = IndexStore(sample_index.data_dir)
     paths = set(store.read("documents", columns=["path"]).column("path").to_pylist())
     assert set(NOTES) <= paths
-    assert not any(p.startswith((".obsidian/", ".trash/")) for p in paths)
+    assert not any(p.startswith((".obsidian/", ".trash/", "drafts/")) for p in paths)
     assert not paths & set(BROKEN_FILES)
 
 
@@ -59,7 +61,9 @@ def test_lancedb_and_tantivy_hold_the_same_chunks(sample_index: RaglineConfig) -
     assert lance_ids and lance_ids == tantivy_ids
 
 
-def test_fulltext_rebuild_from_lancedb_is_identical(sample_index: RaglineConfig, tmp_path: Path) -> None:
+def test_fulltext_rebuild_from_lancedb_is_identical(
+    sample_index: RaglineConfig, tmp_path: Path
+) -> None:
     from rag_assets.stages.fulltext import FULLTEXT_COLUMNS
 
     store = IndexStore(sample_index.data_dir)
@@ -71,8 +75,10 @@ def test_fulltext_rebuild_from_lancedb_is_identical(sample_index: RaglineConfig,
 
 def test_incremental_edit_delete_and_cli_exit_codes(tmp_path: Path, sample_vault: Path) -> None:
     vault = tmp_path / "vault"
-    shutil.copytree(sample_vault / "notes", vault)
-    config_path = write_config(tmp_path, [{"name": "notes", "kind": "markdown", "path": str(vault)}])
+    shutil.copytree(sample_vault / "notes", vault, ignore=shutil.ignore_patterns("drafts"))
+    config_path = write_config(
+        tmp_path, [{"name": "notes", "kind": "markdown", "path": str(vault)}]
+    )
     config = build_index(config_path)
     store = IndexStore(config.data_dir)
     before = store.count("chunks")
@@ -83,6 +89,7 @@ def test_incremental_edit_delete_and_cli_exit_codes(tmp_path: Path, sample_vault
     runner = CliRunner()
     result = runner.invoke(cli, ["--config", str(config_path), "index", "--json"])
     assert result.exit_code == 0, result.output
+    store = IndexStore(config.data_dir)  # a fresh reader sees the new versions
     outcome = json.loads(result.output)[0]
     files = outcome["assets"]["raw_files"]
     assert (files["changed"], files["deleted"], files["new"]) == (1, 1, 0)
@@ -92,7 +99,9 @@ def test_incremental_edit_delete_and_cli_exit_codes(tmp_path: Path, sample_vault
     assert "Kubernetes.md" not in paths
     assert store.count("chunks", "path = 'Kubernetes.md'") == 0
     assert store.count("chunks") < before
-    hits = runner.invoke(cli, ["--config", str(config_path), "search", "maxSurge rolling update", "--json"])
+    hits = runner.invoke(
+        cli, ["--config", str(config_path), "search", "maxSurge rolling update", "--json"]
+    )
     assert all(h["path"] != "Kubernetes.md" for h in json.loads(hits.output)["hits"])
 
     # A source whose folder vanished fails its run: exit code 1 and a clear message.
@@ -105,7 +114,9 @@ def test_incremental_edit_delete_and_cli_exit_codes(tmp_path: Path, sample_vault
 
 
 def test_status_json_lists_sources_and_errors(sample_index: RaglineConfig) -> None:
-    result = CliRunner().invoke(cli, ["--config", str(sample_index.config_path), "status", "--json"])
+    result = CliRunner().invoke(
+        cli, ["--config", str(sample_index.config_path), "status", "--json"]
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     notes = next(s for s in data["sources"] if s["name"] == "notes")

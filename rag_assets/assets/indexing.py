@@ -1,7 +1,6 @@
 """The five indexing assets, partitioned by source. Each writes to the index
 through the typed resources and returns counts as metadata."""
 
-
 from dagster import AssetExecutionContext, MaterializeResult, asset
 
 from rag_assets.assets.metadata import materialize_result

@@ -35,9 +35,7 @@ def chunk_source(
     """Bring ``staged_chunks`` in line with ``documents`` for ``source``."""
     result = StageResult()
     scope = f"source = {sql_string(source.name)}"
-    docs = store.read(
-        "documents", where=scope, columns=["doc_id", "content_hash"]
-    ).to_pylist()
+    docs = store.read("documents", where=scope, columns=["doc_id", "content_hash"]).to_pylist()
     staged = store.read(
         "staged_chunks", where=scope, columns=["doc_id", "doc_content_hash"]
     ).to_pylist()

@@ -59,12 +59,13 @@ def embed_source(
     docs = {
         d["doc_id"]: d
         for d in store.read(
-            "documents", where=scope, columns=["doc_id", "kind", "path", "title", "tags", "modified"]
+            "documents",
+            where=scope,
+            columns=["doc_id", "kind", "path", "title", "tags", "modified"],
         ).to_pylist()
     }
     current = {
-        r["chunk_id"]: r["row_hash"]
-        for r in _read_chunks(store, scope, ["chunk_id", "row_hash"])
+        r["chunk_id"]: r["row_hash"] for r in _read_chunks(store, scope, ["chunk_id", "row_hash"])
     }
     wanted: dict[str, dict[str, Any]] = {}
     for staged in store.read("staged_chunks", where=scope).to_pylist():
@@ -145,7 +146,9 @@ def _row_hash(row: dict[str, Any]) -> str:
     return h.hexdigest()[:32]
 
 
-def _batches_by_document(rows: list[dict[str, Any]]) -> Iterator[tuple[list[str], list[dict[str, Any]]]]:
+def _batches_by_document(
+    rows: list[dict[str, Any]],
+) -> Iterator[tuple[list[str], list[dict[str, Any]]]]:
     by_doc: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_doc.setdefault(row["doc_id"], []).append(row)

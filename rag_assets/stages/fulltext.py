@@ -7,8 +7,8 @@ import pyarrow as pa
 from rag_assets.progress import report
 from rag_assets.stages.result import StageResult, utcnow
 from rag_serving.config import MarkdownSourceConfig
-from rag_serving.index.fulltext import FulltextIndex
 from rag_serving.index import schema as schemas
+from rag_serving.index.fulltext import FulltextIndex
 from rag_serving.index.store import IndexStore, sql_string
 
 FULLTEXT_COLUMNS = [

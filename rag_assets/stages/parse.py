@@ -64,7 +64,9 @@ def parse_source(
                 result.skipped += 1
             else:
                 result.failed += 1
-            issues.append(_issue(source, file, digest, problem.severity, problem.message, run_id, now))
+            issues.append(
+                _issue(source, file, digest, problem.severity, problem.message, run_id, now)
+            )
         if position % 100 == 0:
             report(source.name, "parse", position, len(todo))
     report(source.name, "parse", len(todo), len(todo))

@@ -23,10 +23,7 @@ def scan_source(store: IndexStore, source: MarkdownSourceConfig, full: bool) -> 
     """
     result = StageResult()
     scope = f"source = {sql_string(source.name)}"
-    previous = {
-        row["doc_id"]: row
-        for row in store.read("files", where=scope).to_pylist()
-    }
+    previous = {row["doc_id"]: row for row in store.read("files", where=scope).to_pylist()}
     seen: set[str] = set()
     upserts: list[dict] = []
     now = utcnow()

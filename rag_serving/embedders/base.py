@@ -10,7 +10,7 @@ import numpy as np
 
 # Bump when chunk boundaries or the text given to the embedder change: the index
 # records it, and a different value means the index must be rebuilt.
-CHUNKER_VERSION = "md-1"
+CHUNKER_VERSION = "md-headings-1"
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,9 @@ class EmbedderFingerprint:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def describe(self) -> str:
-        return f"{self.provider}:{self.model} ({self.dimension} dims, chunker {self.chunker_version})"
+        return (
+            f"{self.provider}:{self.model} ({self.dimension} dims, chunker {self.chunker_version})"
+        )
 
 
 class Embedder(ABC):

@@ -149,7 +149,9 @@ class FulltextIndex:
             hits.append(Bm25Hit(doc["chunk_id"][0], float(score)))
         return hits
 
-    def highlights(self, text: str, chunk_ids: Iterable[str], max_chars: int = 220) -> dict[str, Highlighted]:
+    def highlights(
+        self, text: str, chunk_ids: Iterable[str], max_chars: int = 220
+    ) -> dict[str, Highlighted]:
         """Snippets of ``chunk_ids`` with the terms of ``text`` highlighted."""
         ids = list(dict.fromkeys(chunk_ids))
         query = self._user_query(text)
@@ -191,11 +193,17 @@ class FulltextIndex:
         must: list[tuple[tantivy.Occur, tantivy.Query]] = [(tantivy.Occur.Must, query)]
         if filters.sources:
             must.append(
-                (tantivy.Occur.Must, tantivy.Query.term_set_query(SCHEMA, "source", list(filters.sources)))
+                (
+                    tantivy.Occur.Must,
+                    tantivy.Query.term_set_query(SCHEMA, "source", list(filters.sources)),
+                )
             )
         if filters.kinds:
             must.append(
-                (tantivy.Occur.Must, tantivy.Query.term_set_query(SCHEMA, "kind", list(filters.kinds)))
+                (
+                    tantivy.Occur.Must,
+                    tantivy.Query.term_set_query(SCHEMA, "kind", list(filters.kinds)),
+                )
             )
         if filters.path_prefix:
             pattern = re.escape(filters.path_prefix) + ".*"
@@ -225,7 +233,9 @@ class FulltextIndex:
         """Make the index hold exactly ``rows`` for ``source``; returns (written, deleted)."""
         wanted = {row["chunk_id"]: row for row in rows}
         present = self.row_hashes(source)
-        stale = [cid for cid, h in present.items() if cid not in wanted or wanted[cid]["row_hash"] != h]
+        stale = [
+            cid for cid, h in present.items() if cid not in wanted or wanted[cid]["row_hash"] != h
+        ]
         new = [row for cid, row in wanted.items() if present.get(cid) != row["row_hash"]]
         if not stale and not new:
             return 0, 0

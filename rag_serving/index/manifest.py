@@ -23,9 +23,7 @@ class IndexManifest:
 def read_manifest(path: Path) -> IndexManifest:
     """Read ``index.json``; IndexNotBuiltError if there is none yet."""
     if not path.is_file():
-        raise IndexNotBuiltError(
-            f"no index at {path.parent} yet; build it with `ragline index`"
-        )
+        raise IndexNotBuiltError(f"no index at {path.parent} yet; build it with `ragline index`")
     raw = json.loads(path.read_text(encoding="utf-8"))
     return IndexManifest(
         schema_version=int(raw["schema_version"]),

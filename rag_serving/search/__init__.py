@@ -1,6 +1,27 @@
-"""Hybrid search: vector + BM25 fused with weighted RRF."""
+"""Hybrid search: vector + BM25 fused with weighted RRF.
 
-from rag_serving.search.engine import SearchEngine, SearchHit, SearchResult, hybrid_search
-from rag_serving.search.filters import SearchFilters
+Names are resolved lazily so that ``rag_serving.search.filters`` can be imported by
+the index modules without loading the engine (which imports them in turn).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rag_serving.search.engine import SearchEngine, SearchHit, SearchResult, hybrid_search
+    from rag_serving.search.filters import SearchFilters
 
 __all__ = ["SearchEngine", "SearchFilters", "SearchHit", "SearchResult", "hybrid_search"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SearchFilters":
+        from rag_serving.search import filters
+
+        return filters.SearchFilters
+    if name in {"SearchEngine", "SearchHit", "SearchResult", "hybrid_search"}:
+        from rag_serving.search import engine
+
+        return getattr(engine, name)
+    raise AttributeError(name)

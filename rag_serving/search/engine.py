@@ -117,7 +117,9 @@ class SearchEngine:
     def _check_embedder(self) -> None:
         recorded = self.manifest.fingerprint
         wanted = self.config.embedder
-        wanted_model = "all-MiniLM-L6-v2" if wanted.model.endswith("all-MiniLM-L6-v2") else wanted.model
+        wanted_model = (
+            "all-MiniLM-L6-v2" if wanted.model.endswith("all-MiniLM-L6-v2") else wanted.model
+        )
         if self.manifest.schema_version != SCHEMA_VERSION:
             raise EmbedderMismatchError(
                 f"the index at {self.config.data_dir} uses format {self.manifest.schema_version}; "
@@ -151,7 +153,8 @@ class SearchEngine:
         vocabulary = IndexVocabulary(
             sources=frozenset(docs.column("source").to_pylist())
             | {s.name for s in self.config.sources},
-            kinds=frozenset(docs.column("kind").to_pylist()) | {s.kind for s in self.config.sources},
+            kinds=frozenset(docs.column("kind").to_pylist())
+            | {s.kind for s in self.config.sources},
             tags=frozenset(tags),
         )
         self._vocabulary = (version, vocabulary)
@@ -183,14 +186,20 @@ class SearchEngine:
         if mode in ("hybrid", "bm25"):
             bm25 = self.fulltext.search(query, filters, depth)
             lists.append(
-                RankedList("bm25", [h.chunk_id for h in bm25], [h.score for h in bm25],
-                           settings.weights.bm25)
+                RankedList(
+                    "bm25",
+                    [h.chunk_id for h in bm25],
+                    [h.score for h in bm25],
+                    settings.weights.bm25,
+                )
             )
         if mode in ("hybrid", "vector"):
             ids, sims = self._vector_search(query, filters, depth)
             lists.append(RankedList("vector", ids, sims, settings.weights.vector))
         fused = (
-            reciprocal_rank_fusion(lists, k=settings.rrf_k) if mode == "hybrid" else single_list(lists[0])
+            reciprocal_rank_fusion(lists, k=settings.rrf_k)
+            if mode == "hybrid"
+            else single_list(lists[0])
         )
         hits = self._materialize(query, fused, k)
         return SearchResult(query, mode, filters, hits)
