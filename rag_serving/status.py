@@ -69,10 +69,7 @@ def index_status(config: RaglineConfig) -> IndexStatus:
     embedder = None
     if layout.manifest_path.is_file():
         embedder = read_manifest(layout.manifest_path).fingerprint.describe()
-    if not layout.lancedb_dir.is_dir():
-        store = None
-    else:
-        store = IndexStore(config.data_dir)
+    store = None if not layout.lancedb_dir.is_dir() else IndexStore(config.data_dir)
     states = {}
     if store is not None:
         states = {r["source"]: r for r in store.read("source_state").to_pylist()}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import yaml
@@ -21,7 +22,7 @@ def test_definitions_have_the_partitioned_chain() -> None:
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     assert keys == set(CHAIN)
-    for upstream, downstream in zip(CHAIN, CHAIN[1:], strict=False):
+    for upstream, downstream in itertools.pairwise(CHAIN):
         parents = {k.to_user_string() for k in graph.get(_key(downstream)).parent_keys}
         assert parents == {upstream}
     for name in CHAIN:

@@ -1,0 +1,116 @@
+"""Index a real vault from empty through the Dagster job and compare with the bare
+embedder on the same chunks, in the same run.
+
+Reports documents/s, chunks/s, peak memory (RSS), the share of wall time spent
+inside the embedder, and the bare embedder's throughput on a seeded random sample
+of the very chunks the pipeline produced.
+
+    python benchmarks/index_throughput.py [--vault PATH] [--data-dir DIR] [--bare-sample 0.2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.report import SHARED_DATA, save  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--vault", type=Path, default=SHARED_DATA / "corpora" / "obsidian-hub")
+    parser.add_argument("--data-dir", type=Path, default=None, help="kept afterwards (for query_latency.py)")
+    parser.add_argument("--bare-sample", type=float, default=0.2, help="share of chunks for the bare run")
+    args = parser.parse_args()
+
+    import tomli_w
+
+    from rag_assets import resources
+    from rag_serving.config import parse_config_file
+    from rag_serving.index.store import IndexStore
+    from ragline.indexing import index_sources
+
+    work = Path(tempfile.mkdtemp(prefix="ragline-bench-"))
+    data_dir = (args.data_dir or work / "data").resolve()
+    shutil.rmtree(data_dir, ignore_errors=True)
+    config_path = work / "ragline.toml"
+    config_path.write_bytes(tomli_w.dumps({
+        "data_dir": str(data_dir),
+        "sources": [{"name": "hub", "kind": "markdown", "path": str(args.vault)}],
+    }).encode())  # fmt: skip
+    config = parse_config_file(config_path)
+
+    # Time spent inside the real embedder: wrap its method on the shared instance.
+    embedder = resources._embedder(config.embedder.model_dump_json(), str(config.data_dir))
+    inner = embedder.embed_documents
+    spent = {"seconds": 0.0, "chunks": 0}
+
+    def timed(texts):  # noqa: ANN001, ANN202
+        started = time.perf_counter()
+        out = inner(texts)
+        spent["seconds"] += time.perf_counter() - started
+        spent["chunks"] += len(texts)
+        return out
+
+    embedder.embed_documents = timed  # type: ignore[method-assign]
+    embedder._torch_model()  # type: ignore[attr-defined]  # load before the clock starts
+
+    started = time.perf_counter()
+    outcomes = index_sources(config, [], full=False)
+    wall = time.perf_counter() - started
+    assert all(o.success for o in outcomes), [o.error for o in outcomes]
+    peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    store = IndexStore(data_dir)
+    documents = store.count("documents")
+    chunks = store.count("chunks")
+    texts = store.read("staged_chunks", columns=["embed_text"]).column("embed_text").to_pylist()
+    rng = random.Random(42)
+    sample = rng.sample(texts, max(1, int(len(texts) * args.bare_sample)))
+    bare_started = time.perf_counter()
+    inner(sample)
+    bare_seconds = time.perf_counter() - bare_started
+    bare_rate = len(sample) / bare_seconds
+    pipeline_rate = chunks / wall
+    meta = outcomes[0].metadata
+    data = {
+        "vault": str(args.vault),
+        "documents": documents,
+        "chunks": chunks,
+        "failed_files": meta.get("parsed_documents", {}).get("failed", 0),
+        "wall_s": round(wall, 1),
+        "documents_per_s": round(documents / wall, 1),
+        "chunks_per_s": round(pipeline_rate, 1),
+        "embedder_s": round(spent["seconds"], 1),
+        "embedder_share_of_wall": round(spent["seconds"] / wall, 3),
+        "peak_rss_mib": round(peak_rss_mib),
+        "bare_sample_chunks": len(sample),
+        "bare_chunks_per_s": round(bare_rate, 1),
+        "pipeline_vs_bare_throughput": round(pipeline_rate / bare_rate, 3),
+    }
+    for key, value in data.items():
+        print(f"{key:>28}: {value}")
+    table = "\n".join([
+        "| measure | value |", "|---|---|",
+        f"| documents / chunks | {documents} / {chunks} |",
+        f"| wall time, empty → indexed | {data['wall_s']} s |",
+        f"| documents/s | {data['documents_per_s']} |",
+        f"| chunks/s (pipeline) | {data['chunks_per_s']} |",
+        f"| time inside the embedder | {data['embedder_s']} s ({data['embedder_share_of_wall']:.0%} of wall) |",
+        f"| bare embedder, same model, {len(sample)} of the same chunks | {data['bare_chunks_per_s']} chunks/s |",
+        f"| **pipeline throughput / bare embedder throughput** | **{data['pipeline_vs_bare_throughput']:.2f}** |",
+        f"| peak RSS of the indexing process | {data['peak_rss_mib']} MiB |",
+    ])  # fmt: skip
+    save("index_throughput", data, table, "python benchmarks/index_throughput.py --data-dir /tmp/ragline-bench/hub")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""Query latency on an existing index (built by index_throughput.py).
+
+Warm: 100 queries per mode through one SearchEngine, against the bare components
+(the query embedding alone, LanceDB vector search alone, Tantivy BM25 alone) timed
+in the same run. Cold: `ragline search` in a fresh process, against the same
+command with the PyTorch query path (`query_backend = "torch"`) and a bare
+`python -c pass`.
+
+    python benchmarks/query_latency.py --data-dir /tmp/ragline-bench/hub [--source hub]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.report import SHARED_DATA, save  # noqa: E402
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def write_config(path: Path, data_dir: Path, source: str, vault: Path, backend: str) -> Path:
+    import tomli_w
+
+    path.write_bytes(tomli_w.dumps({
+        "data_dir": str(data_dir),
+        "embedder": {"provider": "sentence-transformers", "query_backend": backend},
+        "sources": [{"name": source, "kind": "markdown", "path": str(vault)}],
+    }).encode())  # fmt: skip
+    return path
+
+
+def sample_queries(store, count: int) -> list[str]:  # noqa: ANN001
+    """Queries drawn from the corpus itself: half note titles, half chunk openings."""
+    rng = random.Random(7)
+    titles = store.read("documents", columns=["title"]).column("title").to_pylist()
+    texts = store.read("chunks", columns=["text"]).column("text").to_pylist()
+    queries = [t for t in rng.sample(titles, count // 2)]
+    for text in rng.sample(texts, count * 3):
+        words = [w for w in text.split() if w.isalpha()]
+        if len(words) >= 6:
+            queries.append(" ".join(words[:8]))
+        if len(queries) >= count:
+            break
+    return queries[:count]
+
+
+def timed(fn, items):  # noqa: ANN001, ANN201
+    out = []
+    for item in items:
+        started = time.perf_counter()
+        fn(item)
+        out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--source", default="hub")
+    parser.add_argument("--vault", type=Path, default=SHARED_DATA / "corpora" / "obsidian-hub")
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--cold-runs", type=int, default=5)
+    args = parser.parse_args()
+
+    from rag_serving.config import parse_config_file
+    from rag_serving.search import SearchEngine
+    from rag_serving.search.filters import SearchFilters
+
+    work = Path(tempfile.mkdtemp(prefix="ragline-query-"))
+    onnx_config = write_config(work / "onnx.toml", args.data_dir, args.source, args.vault, "onnx")
+    torch_config = write_config(work / "torch.toml", args.data_dir, args.source, args.vault, "torch")
+    engine = SearchEngine(parse_config_file(onnx_config))
+    queries = sample_queries(engine.store, args.queries)
+    for q in queries[:5]:
+        engine.search(q, mode="hybrid")  # warm caches and the model
+
+    warm = {}
+    for mode in ("hybrid", "bm25", "vector"):
+        warm[mode] = timed(lambda q, m=mode: engine.search(q, k=10, mode=m), queries)
+
+    # The bare components, same queries, same process.
+    embedder = engine.embedder
+    vectors = {q: embedder.embed_query(q) for q in queries}
+    bare_embed = timed(embedder.embed_query, queries)
+    table = engine.store.chunks()
+    bare_vector = timed(
+        lambda q: table.search(vectors[q]).distance_type("cosine").limit(50).select(["chunk_id", "_distance"]).to_arrow(),
+        queries,
+    )
+    bare_bm25 = timed(lambda q: engine.fulltext.search(q, SearchFilters(), 50), queries)
+
+    def cold(config: Path) -> list[float]:
+        runs = []
+        for q in queries[: args.cold_runs]:
+            started = time.perf_counter()
+            proc = subprocess.run(
+                [sys.executable, "-m", "ragline.cli", "--config", str(config), "search", q, "--json"],
+                capture_output=True, text=True,
+            )  # fmt: skip
+            runs.append(time.perf_counter() - started)
+            assert proc.returncode == 0, proc.stderr
+        return runs
+
+    python_floor = []
+    for _ in range(args.cold_runs):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        python_floor.append(time.perf_counter() - started)
+    cold_onnx = cold(onnx_config)
+    cold_torch = cold(torch_config)
+
+    def stats(values: list[float]) -> dict[str, float]:
+        return {"p50": round(percentile(values, 50), 2), "p95": round(percentile(values, 95), 2)}
+
+    data = {
+        "chunks": engine.store.count("chunks"),
+        "queries": len(queries),
+        "warm_ms": {mode: stats(v) for mode, v in warm.items()},
+        "bare_ms": {"embed_query": stats(bare_embed), "lancedb_vector_top50": stats(bare_vector),
+                    "tantivy_bm25_top50": stats(bare_bm25)},  # fmt: skip
+        "cold_s": {
+            "ragline_search_onnx_query_path": round(statistics.median(cold_onnx), 2),
+            "ragline_search_torch_query_path": round(statistics.median(cold_torch), 2),
+            "python_startup": round(statistics.median(python_floor), 3),
+        },
+    }
+    bare_hybrid = percentile(bare_embed, 50) + percentile(bare_vector, 50) + percentile(bare_bm25, 50)
+    data["hybrid_p50_vs_bare_components_p50"] = round(percentile(warm["hybrid"], 50) / bare_hybrid, 2)
+    data["cold_onnx_vs_torch"] = round(statistics.median(cold_onnx) / statistics.median(cold_torch), 2)
+    print(data)
+    w, b, c = data["warm_ms"], data["bare_ms"], data["cold_s"]
+    markdown = "\n".join([
+        f"Index: {data['chunks']} chunks. {len(queries)} queries drawn from the corpus (half note titles, half chunk openings), k = 10.",
+        "",
+        "| warm, one process | p50 ms | p95 ms |", "|---|---|---|",
+        *(f"| `{mode}` search | {w[mode]['p50']} | {w[mode]['p95']} |" for mode in w),
+        f"| bare: embed the query (ONNX) | {b['embed_query']['p50']} | {b['embed_query']['p95']} |",
+        f"| bare: LanceDB cosine top-50 | {b['lancedb_vector_top50']['p50']} | {b['lancedb_vector_top50']['p95']} |",
+        f"| bare: Tantivy BM25 top-50 | {b['tantivy_bm25_top50']['p50']} | {b['tantivy_bm25_top50']['p95']} |",
+        "",
+        f"Hybrid p50 / sum of the bare components' p50: **{data['hybrid_p50_vs_bare_components_p50']}** "
+        "(the rest is filter validation, fusion, reading hits back from LanceDB and snippets).",
+        "",
+        f"| cold `ragline search --json`, fresh process (median of {args.cold_runs}) | seconds |", "|---|---|",
+        f"| ONNX query path (default) | **{c['ragline_search_onnx_query_path']}** |",
+        f"| PyTorch query path (`query_backend = \"torch\"`) | {c['ragline_search_torch_query_path']} |",
+        f"| `python -c pass` | {c['python_startup']} |",
+        "",
+        f"Cold search with the ONNX path / with the PyTorch path: **{data['cold_onnx_vs_torch']}**. Target: ≤ 4 s.",
+    ])  # fmt: skip
+    save("query_latency", data, markdown, f"python benchmarks/query_latency.py --data-dir {args.data_dir}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Create .venv and install ragline into it (idempotent; fast when nothing changed).
+#   scripts/setup.sh          runtime dependencies
+#   scripts/setup.sh --dev    plus the test tools
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras=""
+[ "${1:-}" = "--dev" ] && extras="[dev]"
+python="${PYTHON:-}"
+if [ -z "$python" ]; then
+  for candidate in python3.11 python3; do
+    if command -v "$candidate" >/dev/null && "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+      python="$candidate"; break
+    fi
+  done
+fi
+[ -n "$python" ] || { echo "ragline needs Python 3.11 (set PYTHON=/path/to/python3.11)" >&2; exit 1; }
+
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+stamp=".venv/.ragline-installed$(echo "$extras" | tr -d '[]')-$(cat pyproject.toml | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  # torch first and pinned: its CPU build; an unpinned torch pulls a multi-GB CUDA build.
+  .venv/bin/python -m pip install --quiet "torch==2.13.0"
+  .venv/bin/python -m pip install --quiet -e ".${extras}"
+  touch "$stamp"
+fi
