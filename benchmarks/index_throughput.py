@@ -21,14 +21,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import SHARED_DATA, save  # noqa: E402
+from benchmarks.report import SHARED_DATA, save
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--vault", type=Path, default=SHARED_DATA / "corpora" / "obsidian-hub")
-    parser.add_argument("--data-dir", type=Path, default=None, help="kept afterwards (for query_latency.py)")
-    parser.add_argument("--bare-sample", type=float, default=0.2, help="share of chunks for the bare run")
+    parser.add_argument(
+        "--data-dir", type=Path, default=None, help="kept afterwards (for query_latency.py)"
+    )
+    parser.add_argument(
+        "--bare-sample", type=float, default=0.2, help="share of chunks for the bare run"
+    )
     args = parser.parse_args()
 
     import tomli_w
@@ -53,7 +57,7 @@ def main() -> None:
     inner = embedder.embed_documents
     spent = {"seconds": 0.0, "chunks": 0}
 
-    def timed(texts):  # noqa: ANN001, ANN202
+    def timed(texts):
         started = time.perf_counter()
         out = inner(texts)
         spent["seconds"] += time.perf_counter() - started
@@ -109,7 +113,12 @@ def main() -> None:
         f"| **pipeline throughput / bare embedder throughput** | **{data['pipeline_vs_bare_throughput']:.2f}** |",
         f"| peak RSS of the indexing process | {data['peak_rss_mib']} MiB |",
     ])  # fmt: skip
-    save("index_throughput", data, table, "python benchmarks/index_throughput.py --data-dir /tmp/ragline-bench/hub")
+    save(
+        "index_throughput",
+        data,
+        table,
+        "python benchmarks/index_throughput.py --data-dir /tmp/ragline-bench/hub",
+    )
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.report import SHARED_DATA, save  # noqa: E402
+from benchmarks.report import SHARED_DATA, save
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -42,7 +42,7 @@ def write_config(path: Path, data_dir: Path, source: str, vault: Path, backend: 
     return path
 
 
-def sample_queries(store, count: int) -> list[str]:  # noqa: ANN001
+def sample_queries(store, count: int) -> list[str]:
     """Queries drawn from the corpus itself: half note titles, half chunk openings."""
     rng = random.Random(7)
     titles = store.read("documents", columns=["title"]).column("title").to_pylist()
@@ -57,7 +57,7 @@ def sample_queries(store, count: int) -> list[str]:  # noqa: ANN001
     return queries[:count]
 
 
-def timed(fn, items):  # noqa: ANN001, ANN201
+def timed(fn, items):
     out = []
     for item in items:
         started = time.perf_counter()
@@ -81,7 +81,9 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="ragline-query-"))
     onnx_config = write_config(work / "onnx.toml", args.data_dir, args.source, args.vault, "onnx")
-    torch_config = write_config(work / "torch.toml", args.data_dir, args.source, args.vault, "torch")
+    torch_config = write_config(
+        work / "torch.toml", args.data_dir, args.source, args.vault, "torch"
+    )
     engine = SearchEngine(parse_config_file(onnx_config))
     queries = sample_queries(engine.store, args.queries)
     for q in queries[:5]:
@@ -97,7 +99,13 @@ def main() -> None:
     bare_embed = timed(embedder.embed_query, queries)
     table = engine.store.chunks()
     bare_vector = timed(
-        lambda q: table.search(vectors[q]).distance_type("cosine").limit(50).select(["chunk_id", "_distance"]).to_arrow(),
+        lambda q: (
+            table.search(vectors[q])
+            .distance_type("cosine")
+            .limit(50)
+            .select(["chunk_id", "_distance"])
+            .to_arrow()
+        ),
         queries,
     )
     bare_bm25 = timed(lambda q: engine.fulltext.search(q, SearchFilters(), 50), queries)
@@ -129,17 +137,26 @@ def main() -> None:
         "chunks": engine.store.count("chunks"),
         "queries": len(queries),
         "warm_ms": {mode: stats(v) for mode, v in warm.items()},
-        "bare_ms": {"embed_query": stats(bare_embed), "lancedb_vector_top50": stats(bare_vector),
-                    "tantivy_bm25_top50": stats(bare_bm25)},  # fmt: skip
+        "bare_ms": {
+            "embed_query": stats(bare_embed),
+            "lancedb_vector_top50": stats(bare_vector),
+            "tantivy_bm25_top50": stats(bare_bm25),
+        },
         "cold_s": {
             "ragline_search_onnx_query_path": round(statistics.median(cold_onnx), 2),
             "ragline_search_torch_query_path": round(statistics.median(cold_torch), 2),
             "python_startup": round(statistics.median(python_floor), 3),
         },
     }
-    bare_hybrid = percentile(bare_embed, 50) + percentile(bare_vector, 50) + percentile(bare_bm25, 50)
-    data["hybrid_p50_vs_bare_components_p50"] = round(percentile(warm["hybrid"], 50) / bare_hybrid, 2)
-    data["cold_onnx_vs_torch"] = round(statistics.median(cold_onnx) / statistics.median(cold_torch), 2)
+    bare_hybrid = (
+        percentile(bare_embed, 50) + percentile(bare_vector, 50) + percentile(bare_bm25, 50)
+    )
+    data["hybrid_p50_vs_bare_components_p50"] = round(
+        percentile(warm["hybrid"], 50) / bare_hybrid, 2
+    )
+    data["cold_onnx_vs_torch"] = round(
+        statistics.median(cold_onnx) / statistics.median(cold_torch), 2
+    )
     print(data)
     w, b, c = data["warm_ms"], data["bare_ms"], data["cold_s"]
     markdown = "\n".join([
@@ -161,7 +178,12 @@ def main() -> None:
         "",
         f"Cold search with the ONNX path / with the PyTorch path: **{data['cold_onnx_vs_torch']}**. Target: ≤ 4 s.",
     ])  # fmt: skip
-    save("query_latency", data, markdown, f"python benchmarks/query_latency.py --data-dir {args.data_dir}")
+    save(
+        "query_latency",
+        data,
+        markdown,
+        f"python benchmarks/query_latency.py --data-dir {args.data_dir}",
+    )
 
 
 if __name__ == "__main__":

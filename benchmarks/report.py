@@ -30,7 +30,9 @@ def machine() -> str:
     except OSError:
         pass
     memory = psutil.virtual_memory().total / 2**30
-    return f"{os.cpu_count()} cores ({cpu}), {memory:.0f} GiB RAM, Python {platform.python_version()}"
+    return (
+        f"{os.cpu_count()} cores ({cpu}), {memory:.0f} GiB RAM, Python {platform.python_version()}"
+    )
 
 
 def git_revision() -> str:

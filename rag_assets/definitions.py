@@ -3,11 +3,37 @@
 from dagster import Definitions
 
 from rag_assets.assets import INDEXING_ASSETS
-from rag_assets.jobs import index_source_job
+from rag_assets.jobs import index_source_job, maintenance_job
 from rag_assets.resources import default_resources
+from rag_assets.schedules.maintenance import build_maintenance_schedule
+from rag_assets.schedules.reconcile import build_reconcile_schedule
+from rag_assets.sensors.source_changes import build_source_changes_sensor
+from rag_assets.sensors.source_partitions import build_source_partitions_sensor
+from rag_serving.config import FreshnessConfig, load_config
+from rag_serving.errors import ConfigError
+
+
+def _freshness() -> FreshnessConfig:
+    # Intervals and crons are fixed when the code location loads; a broken or
+    # missing config still loads the location (its runs report the config error).
+    try:
+        return load_config().freshness
+    except ConfigError:
+        return FreshnessConfig()
+
+
+_settings = _freshness()
 
 defs = Definitions(
     assets=INDEXING_ASSETS,
-    jobs=[index_source_job],
+    jobs=[index_source_job, maintenance_job],
+    sensors=[
+        build_source_partitions_sensor(_settings.sensor_interval_s),
+        build_source_changes_sensor(_settings.sensor_interval_s),
+    ],
+    schedules=[
+        build_reconcile_schedule(_settings.reconcile_cron, _settings.timezone),
+        build_maintenance_schedule(_settings.maintenance_cron, _settings.timezone),
+    ],
     resources=default_resources(),
 )

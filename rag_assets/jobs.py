@@ -1,9 +1,18 @@
 """The job that indexes one source partition, in-process."""
 
-from dagster import AssetSelection, define_asset_job, in_process_executor
+from dagster import (
+    AssetSelection,
+    OpExecutionContext,
+    define_asset_job,
+    in_process_executor,
+    job,
+    op,
+)
 
 from rag_assets.assets import INDEXING_ASSETS
+from rag_assets.assets.indexing import WRITER_POOL
 from rag_assets.partitions import sources_partitions
+from rag_assets.resources import RaglineConfigResource
 
 INDEX_JOB_NAME = "index_source"
 
@@ -14,3 +23,26 @@ index_source_job = define_asset_job(
     executor_def=in_process_executor,
     description="Index one source: scan, parse, chunk, embed and update the full-text index.",
 )
+
+
+@op(pool=WRITER_POOL, description="Compact LanceDB, drop old versions, merge Tantivy segments.")
+def maintain_index_op(context: OpExecutionContext, settings: RaglineConfigResource) -> None:
+    """Run index maintenance in the writer pool."""
+    from rag_assets.stages.maintenance import maintain_index
+    from rag_serving.index.store import IndexStore
+
+    config = settings.load()
+    report = maintain_index(IndexStore(config.data_dir), config.freshness.keep_versions_hours)
+    context.log.info(f"maintenance: {report}")
+    context.add_output_metadata(
+        {
+            "tables_optimized": len(report.tables_optimized),
+            "generations_dropped": ", ".join(report.generations_dropped) or "none",
+            "fulltext_segments": str(report.fulltext_segments),
+        }
+    )
+
+
+@job(executor_def=in_process_executor, description="Index maintenance (see docs/operations.md).")
+def maintenance_job() -> None:
+    maintain_index_op()

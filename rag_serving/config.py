@@ -19,7 +19,14 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from rag_serving.errors import ConfigError
 
@@ -88,6 +95,44 @@ class SearchConfig(_Strict):
     weights: SearchWeights = SearchWeights()
 
 
+class FreshnessConfig(_Strict):
+    """How the Dagster sensors and schedules keep the index fresh."""
+
+    sensor_interval_s: int = Field(default=30, ge=5, le=86400)
+    reconcile_cron: str = "0 3 * * *"
+    maintenance_cron: str = "30 3 * * *"
+    timezone: str = "UTC"
+    # LanceDB versions older than this are removed by maintenance.
+    keep_versions_hours: float = Field(default=24.0, ge=0)
+
+
+class McpToken(_Strict):
+    """A bearer token for the HTTP MCP server, mapped to a user and their sources."""
+
+    user: str
+    token: str | None = Field(default=None, min_length=16)
+    token_env: str | None = None
+    sources: list[str] = ["*"]
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> McpToken:
+        if (self.token is None) == (self.token_env is None):
+            raise ValueError("give exactly one of `token` or `token_env`")
+        return self
+
+    def secret(self) -> str | None:
+        """The token value (read from the environment for ``token_env``)."""
+        return self.token if self.token is not None else os.environ.get(self.token_env or "")
+
+
+class McpConfig(_Strict):
+    """The MCP server (``ragline mcp``)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=1, le=65535)
+    tokens: list[McpToken] = []
+
+
 class MarkdownSourceConfig(_Strict):
     """A folder of Markdown notes, e.g. an Obsidian vault."""
 
@@ -121,6 +166,8 @@ class RaglineConfig(_Strict):
     embedder: EmbedderConfig = SentenceTransformersConfig()
     chunking: ChunkingConfig = ChunkingConfig()
     search: SearchConfig = SearchConfig()
+    freshness: FreshnessConfig = FreshnessConfig()
+    mcp: McpConfig = McpConfig()
     sources: list[SourceConfig] = []
     config_path: Path | None = Field(default=None, exclude=True)
 

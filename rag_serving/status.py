@@ -6,10 +6,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from rag_serving.config import RaglineConfig
+from rag_serving.config import MarkdownSourceConfig, RaglineConfig
+from rag_serving.errors import RaglineError
 from rag_serving.index.layout import IndexLayout
 from rag_serving.index.manifest import read_manifest
 from rag_serving.index.store import IndexStore, sql_string
+from rag_serving.scanning import PendingChanges, iter_source_files, pending_changes
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,8 @@ class SourceStatus:
     chunks: int
     last_indexed_at: datetime | None
     last_run_id: str | None
+    pending: PendingChanges | None = None  # files changed on disk since the last scan
+    pending_error: str | None = None
     issues: list[FileIssue] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
@@ -43,6 +47,17 @@ class SourceStatus:
             "chunks": self.chunks,
             "last_indexed_at": self.last_indexed_at.isoformat() if self.last_indexed_at else None,
             "last_run_id": self.last_run_id,
+            "pending_changes": (
+                {
+                    "new": self.pending.new,
+                    "changed": self.pending.changed,
+                    "deleted": self.pending.deleted,
+                    "total": self.pending.total,
+                }
+                if self.pending
+                else None
+            ),
+            "pending_error": self.pending_error,
             "errors": [i.__dict__ for i in self.issues if i.severity == "error"],
             "skipped": [i.__dict__ for i in self.issues if i.severity == "skipped"],
             "warnings": [i.__dict__ for i in self.issues if i.severity == "warning"],
@@ -53,40 +68,46 @@ class SourceStatus:
 class IndexStatus:
     data_dir: str
     embedder: str | None
+    building: str | None  # an embedder whose generation is being built
     sources: list[SourceStatus]
 
     def as_json(self) -> dict[str, Any]:
         return {
             "data_dir": self.data_dir,
             "embedder": self.embedder,
+            "building_embedder": self.building,
             "sources": [s.as_json() for s in self.sources],
         }
 
 
-def index_status(config: RaglineConfig) -> IndexStatus:
-    """State of every configured source (and of indexed sources no longer configured)."""
+def index_status(config: RaglineConfig, check_pending: bool = True) -> IndexStatus:
+    """State of every configured source (and of indexed sources no longer configured).
+
+    With ``check_pending`` each configured source's folder is listed (stat only) and
+    compared with what the index last saw.
+    """
     layout = IndexLayout(config.data_dir)
-    embedder = None
-    if layout.manifest_path.is_file():
-        embedder = read_manifest(layout.manifest_path).fingerprint.describe()
-    store = None if not layout.lancedb_dir.is_dir() else IndexStore(config.data_dir)
-    states = {}
-    if store is not None:
-        states = {r["source"]: r for r in store.read("source_state").to_pylist()}
+    manifest = read_manifest(layout.manifest_path, missing_ok=True)
+    store = IndexStore(config.data_dir) if layout.lancedb_dir.is_dir() else None
+    states = {r["source"]: r for r in store.read("source_state").to_pylist()} if store else {}
     configured = {s.name: s for s in config.sources}
     names = list(configured) + sorted(n for n in states if n not in configured)
+    table = manifest.active.table if manifest.active else None
     sources = []
     for name in names:
         source_config = configured.get(name)
         state = states.get(name, {})
         scope = f"source = {sql_string(name)}"
-        issues = []
+        issues: list[FileIssue] = []
+        pending, pending_error = None, None
         if store is not None:
             rows = store.read("file_issues", where=scope).to_pylist()
             issues = [
                 FileIssue(r["path"], r["severity"], r["message"])
                 for r in sorted(rows, key=lambda r: (r["severity"], r["path"]))
             ]
+        if check_pending and source_config is not None:
+            pending, pending_error = _pending(store, source_config, scope)
         sources.append(
             SourceStatus(
                 name=name,
@@ -95,10 +116,33 @@ def index_status(config: RaglineConfig) -> IndexStatus:
                 configured=source_config is not None,
                 files=store.count("files", scope) if store else 0,
                 documents=store.count("documents", scope) if store else 0,
-                chunks=store.count("chunks", scope) if store else 0,
+                chunks=store.count(table, scope) if store and table else 0,
                 last_indexed_at=state.get("last_indexed_at"),
                 last_run_id=state.get("last_run_id"),
+                pending=pending,
+                pending_error=pending_error,
                 issues=issues,
             )
         )
-    return IndexStatus(str(config.data_dir), embedder, sources)
+    return IndexStatus(
+        str(config.data_dir),
+        manifest.active.fingerprint.describe() if manifest.active else None,
+        manifest.building.fingerprint.describe() if manifest.building else None,
+        sources,
+    )
+
+
+def _pending(
+    store: IndexStore | None, source: MarkdownSourceConfig, scope: str
+) -> tuple[PendingChanges | None, str | None]:
+    try:
+        stats = list(iter_source_files(source))
+    except RaglineError as exc:
+        return None, str(exc)
+    indexed: dict[str, tuple[int, int]] = {}
+    if store is not None:
+        for row in store.read(
+            "files", where=scope, columns=["path", "size", "mtime_ns"]
+        ).to_pylist():
+            indexed[row["path"]] = (row["size"], row["mtime_ns"])
+    return pending_changes(stats, indexed), None

@@ -195,6 +195,15 @@ def ui(ctx: Context, host: str, port: int) -> None:
     sys.exit(run_ui(ctx.config, host, port))
 
 
+def _register_groups() -> None:
+    from ragline import sources_command
+
+    sources_command.register(cli, handle_errors, pass_context)
+
+
+_register_groups()
+
+
 def main() -> None:
     """Console-script entry point."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

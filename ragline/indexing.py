@@ -51,8 +51,6 @@ def index_sources(
     from rag_assets.jobs import INDEX_JOB_NAME
     from rag_assets.partitions import SOURCES_PARTITIONS_NAME
 
-    if full:
-        _reset_on_embedder_change(config)
     logging.getLogger("dagster").setLevel(logging.ERROR)
     instance = DagsterInstance.get()
     known = set(instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
@@ -105,27 +103,3 @@ def _root_message(error: Any) -> str:
     while getattr(error, "cause", None) is not None:
         error = error.cause
     return str(error.message).strip().splitlines()[-1] if error.message else str(error)
-
-
-def _reset_on_embedder_change(config: RaglineConfig) -> None:
-    """``--full`` after the embedder changed: drop the old vectors and fingerprint."""
-    import shutil
-
-    from rag_serving.embedders import create_embedder
-    from rag_serving.index.layout import IndexLayout
-    from rag_serving.index.manifest import read_manifest
-
-    layout = IndexLayout(config.data_dir)
-    if not layout.manifest_path.is_file():
-        return
-    current = create_embedder(config.embedder, config.data_dir).fingerprint
-    if read_manifest(layout.manifest_path).fingerprint == current:
-        return
-    from rag_serving.index.store import IndexStore
-
-    store = IndexStore(config.data_dir)
-    for table in ("chunks",):
-        if store.table_exists(table):
-            store.db.drop_table(table)
-    shutil.rmtree(layout.fulltext_dir, ignore_errors=True)
-    layout.manifest_path.unlink()

@@ -39,6 +39,8 @@ def render_search(result: SearchResult, explain: bool) -> None:
             lambda m: f"[bold yellow]{escape(m.group(1))}[/]", _escape_keep_bold(hit.snippet)
         )
         console.print(f"    {snippet}")
+        if hit.stale:
+            console.print(f"    [yellow]stale: the file was {hit.stale} after it was indexed[/]")
         if explain:
             parts = [
                 f"{name}: rank {e['rank']} score {e['score']:.4f} (+{e['contribution']:.5f})"
@@ -51,6 +53,17 @@ def _escape_keep_bold(text: str) -> str:
     pieces = _BOLD.split(text)
     # split keeps captured groups at odd positions
     return "".join(escape(p) if i % 2 == 0 else f"**{p}**" for i, p in enumerate(pieces))
+
+
+def _pending(s: Any) -> str:
+    if s.pending_error:
+        return "[red]unreadable[/]"
+    if s.pending is None:
+        return "-"
+    if not s.pending.total:
+        return "0"
+    p = s.pending
+    return f"[yellow]{p.total}[/] (+{p.new} ~{p.changed} -{p.deleted})"
 
 
 def render_status(status: IndexStatus) -> None:
@@ -76,6 +89,7 @@ def render_status(status: IndexStatus) -> None:
         last = s.last_indexed_at.strftime("%Y-%m-%d %H:%M:%S UTC") if s.last_indexed_at else "never"
         table.add_row(
             escape(name), s.kind, str(s.files), str(s.documents), str(s.chunks), last,
+            _pending(s),
             f"[red]{errors}[/]" if errors else "0", str(skipped),
         )  # fmt: skip
     console.print(table)

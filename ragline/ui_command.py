@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -9,6 +10,10 @@ import sys
 
 from rag_serving.config import RaglineConfig
 from rag_serving.errors import RaglineError
+
+# Written while `ragline ui` runs, so other processes (the MCP server's reindex
+# tool) can launch runs through the running webserver and daemon.
+WEBSERVER_MARKER = "webserver.json"
 
 
 def run_ui(config: RaglineConfig, host: str, port: int) -> int:
@@ -22,11 +27,16 @@ def run_ui(config: RaglineConfig, host: str, port: int) -> int:
     if not os.path.exists(dagster):
         raise RaglineError("the `dagster` command is missing; reinstall ragline")
     command = [dagster, "dev", "-m", "rag_assets.definitions", "-h", host, "-p", str(port)]
-    print(f"Dagster UI on http://{host}:{port} (DAGSTER_HOME={home}); Ctrl-C stops it.")
+    url = f"http://{host}:{port}"
+    print(f"Dagster UI on {url} (DAGSTER_HOME={home}); Ctrl-C stops it.")
+    marker = home / WEBSERVER_MARKER
+    marker.write_text(json.dumps({"url": url, "pid": os.getpid()}), encoding="utf-8")
     try:
         return subprocess.call(command, env=env)
     except KeyboardInterrupt:
         return 0
+    finally:
+        marker.unlink(missing_ok=True)
 
 
 def _register_partitions(config: RaglineConfig) -> None:

@@ -50,5 +50,5 @@ def test_search_with_another_embedder_is_refused(sample_index: RaglineConfig) ->
     other = sample_index.model_copy(
         update={"embedder": OllamaConfig(provider="ollama", model="nomic-embed-text")}
     )
-    with pytest.raises(EmbedderMismatchError, match="index --full"):
+    with pytest.raises(EmbedderMismatchError, match="run `ragline index`"):
         SearchEngine(other)

@@ -12,11 +12,18 @@ from click.testing import CliRunner
 from rag_serving.config import RaglineConfig
 from rag_serving.index.fulltext import FulltextIndex
 from rag_serving.index.layout import IndexLayout
+from rag_serving.index.manifest import Generation, read_manifest
 from rag_serving.index.store import IndexStore
 from rag_serving.status import index_status
 from ragline.cli import cli
 from tests.conftest import build_index, write_config
 from tests.sample_vault import BROKEN_FILES, NOTES
+
+
+def active(config: RaglineConfig) -> Generation:
+    generation = read_manifest(IndexLayout(config.data_dir).manifest_path).active
+    assert generation is not None
+    return generation
 
 
 def test_every_good_note_is_indexed_and_ignored_folders_are_not(
@@ -56,20 +63,25 @@ def test_runs_are_recorded_in_the_project_dagster_instance(sample_index: Ragline
 
 def test_lancedb_and_tantivy_hold_the_same_chunks(sample_index: RaglineConfig) -> None:
     store = IndexStore(sample_index.data_dir)
-    lance_ids = set(store.read("chunks", columns=["chunk_id"]).column("chunk_id").to_pylist())
-    tantivy_ids = set(FulltextIndex(IndexLayout(sample_index.data_dir).fulltext_dir).row_hashes())
+    generation = active(sample_index)
+    lance_ids = set(
+        store.read(generation.table, columns=["chunk_id"]).column("chunk_id").to_pylist()
+    )
+    tantivy_ids = set(
+        FulltextIndex(IndexLayout(sample_index.data_dir).fulltext_dir(generation.key)).row_hashes()
+    )
     assert lance_ids and lance_ids == tantivy_ids
 
 
 def test_fulltext_rebuild_from_lancedb_is_identical(
     sample_index: RaglineConfig, tmp_path: Path
 ) -> None:
-    from rag_assets.stages.fulltext import FULLTEXT_COLUMNS
+    from rag_assets.stages.fulltext import fulltext_rows
 
     store = IndexStore(sample_index.data_dir)
-    rows = store.read("chunks", columns=FULLTEXT_COLUMNS).to_pylist()
-    rebuilt = FulltextIndex.rebuild(tmp_path / "ft", rows)
-    original = FulltextIndex(IndexLayout(sample_index.data_dir).fulltext_dir)
+    generation = active(sample_index)
+    rebuilt = FulltextIndex.rebuild(tmp_path / "ft", fulltext_rows(store, generation.table, None))
+    original = FulltextIndex(IndexLayout(sample_index.data_dir).fulltext_dir(generation.key))
     assert rebuilt.row_hashes() == original.row_hashes()
 
 
@@ -81,7 +93,8 @@ def test_incremental_edit_delete_and_cli_exit_codes(tmp_path: Path, sample_vault
     )
     config = build_index(config_path)
     store = IndexStore(config.data_dir)
-    before = store.count("chunks")
+    table = active(config).table
+    before = store.count(table)
 
     compost = vault / "gardening" / "Compost.md"
     compost.write_text(compost.read_text() + "\nWorms speed everything up.\n")
@@ -97,8 +110,8 @@ def test_incremental_edit_delete_and_cli_exit_codes(tmp_path: Path, sample_vault
     assert 1 <= embeddings["embedded"] <= 2  # only the edited chunk(s)
     paths = set(store.read("documents", columns=["path"]).column("path").to_pylist())
     assert "Kubernetes.md" not in paths
-    assert store.count("chunks", "path = 'Kubernetes.md'") == 0
-    assert store.count("chunks") < before
+    assert store.count(table, "path = 'Kubernetes.md'") == 0
+    assert store.count(table) < before
     hits = runner.invoke(
         cli, ["--config", str(config_path), "search", "maxSurge rolling update", "--json"]
     )

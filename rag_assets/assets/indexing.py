@@ -1,13 +1,21 @@
 """The five indexing assets, partitioned by source. Each writes to the index
 through the typed resources and returns counts as metadata."""
 
-from dagster import AssetExecutionContext, MaterializeResult, asset
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    MaterializeResult,
+    asset,
+)
 
+from rag_assets import checks
 from rag_assets.assets.metadata import materialize_result
 from rag_assets.partitions import sources_partitions
 from rag_assets.resources import EmbedderResource, IndexStoreResource, RaglineConfigResource
 from rag_assets.stages.chunk import chunk_source
-from rag_assets.stages.embed import embed_source
+from rag_assets.stages.embed import embed_source, target_generation
 from rag_assets.stages.fulltext import sync_fulltext
 from rag_assets.stages.parse import parse_source
 from rag_assets.stages.scan import scan_source
@@ -15,6 +23,16 @@ from rag_assets.stages.scan import scan_source
 FULL_REBUILD_TAG = "ragline/full"
 WRITER_POOL = "ragline_writer"
 GROUP = "indexing"
+
+
+def _check_result(outcome: checks.CheckOutcome) -> AssetCheckResult:
+    return AssetCheckResult(
+        check_name=outcome.name,
+        passed=outcome.passed,
+        severity=AssetCheckSeverity.ERROR,
+        description=outcome.description,
+        metadata=outcome.metadata,
+    )
 
 
 def is_full_rebuild(context: AssetExecutionContext) -> bool:
@@ -74,6 +92,11 @@ def chunks(
 @asset(
     deps=[chunks], partitions_def=sources_partitions, pool=WRITER_POOL, group_name=GROUP,
     kinds={"lancedb"},
+    check_specs=[
+        AssetCheckSpec(checks.CHUNKS_HAVE_DOCUMENTS, asset="embeddings", blocking=True),
+        AssetCheckSpec(checks.VECTORS_HAVE_RECORDED_DIMENSION, asset="embeddings", blocking=True),
+        AssetCheckSpec(checks.ONE_EMBEDDER_FINGERPRINT, asset="embeddings", blocking=True),
+    ],
 )  # fmt: skip
 def embeddings(
     context: AssetExecutionContext,
@@ -83,20 +106,35 @@ def embeddings(
 ) -> MaterializeResult:
     """Vectors for every chunk, reused by text hash; published to the served table."""
     source = settings.source(context.partition_key)
-    result = embed_source(
-        index_store.store(), source, embedder.embedder(), full=is_full_rebuild(context)
-    )
-    return materialize_result(result)
+    store, model = index_store.store(), embedder.embedder()
+    result = embed_source(store, source, model, full=is_full_rebuild(context))
+    generation = target_generation(store, model)
+    outcomes = [
+        checks.chunks_have_documents(store, generation, source.name),
+        checks.vectors_have_recorded_dimension(store, generation, source.name),
+        checks.one_embedder_fingerprint(store, model.fingerprint),
+    ]
+    return materialize_result(result, [_check_result(o) for o in outcomes])
 
 
 @asset(
     deps=[embeddings], partitions_def=sources_partitions, pool=WRITER_POOL, group_name=GROUP,
     kinds={"tantivy"},
+    check_specs=[
+        AssetCheckSpec(checks.TANTIVY_MATCHES_LANCEDB, asset="fulltext_index", blocking=True)
+    ],
 )  # fmt: skip
 def fulltext_index(
-    context: AssetExecutionContext, settings: RaglineConfigResource, index_store: IndexStoreResource
+    context: AssetExecutionContext,
+    settings: RaglineConfigResource,
+    index_store: IndexStoreResource,
+    embedder: EmbedderResource,
 ) -> MaterializeResult:
     """The Tantivy BM25 index, kept equal to the LanceDB chunks of the source."""
-    source = settings.source(context.partition_key)
-    result = sync_fulltext(index_store.store(), source, context.run_id)
-    return materialize_result(result)
+    config = settings.load()
+    source = config.source(context.partition_key)
+    store, model = index_store.store(), embedder.embedder()
+    result = sync_fulltext(store, source, model, context.run_id, [s.name for s in config.sources])
+    generation = target_generation(store, model)
+    outcome = checks.tantivy_matches_lancedb(store, generation, source.name)
+    return materialize_result(result, [_check_result(outcome)])

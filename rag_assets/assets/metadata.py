@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from dagster import MaterializeResult, MetadataValue
+from collections.abc import Sequence
+
+from dagster import AssetCheckResult, MaterializeResult, MetadataValue
 
 from rag_assets.stages.result import StageResult
 
 MAX_LISTED_PROBLEMS = 50
 
 
-def materialize_result(result: StageResult) -> MaterializeResult:
+def materialize_result(
+    result: StageResult, check_results: Sequence[AssetCheckResult] = ()
+) -> MaterializeResult:
     """Counts (new, changed, unchanged, deleted, failed, skipped), the row count and a
     table of the files that failed or were skipped."""
     metadata: dict[str, object] = {**result.counts(), "dagster/row_count": result.row_count}
@@ -22,4 +26,4 @@ def materialize_result(result: StageResult) -> MaterializeResult:
         if len(result.problems) > MAX_LISTED_PROBLEMS:
             lines.append(f"| … | | {len(result.problems) - MAX_LISTED_PROBLEMS} more |")
         metadata["problems"] = MetadataValue.md("\n".join(lines))
-    return MaterializeResult(metadata=metadata)
+    return MaterializeResult(metadata=metadata, check_results=list(check_results))

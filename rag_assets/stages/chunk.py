@@ -25,6 +25,13 @@ def chunk_budget(chunking: ChunkingConfig, embedder: Embedder) -> tuple[int, int
     return min(chunking.target_tokens, maximum), maximum
 
 
+def chunking_key(chunking: ChunkingConfig, embedder: Embedder) -> str:
+    """Identifies what chunk boundaries depend on: chunker version, tokenizer, sizes."""
+    target, maximum = chunk_budget(chunking, embedder)
+    fp = embedder.fingerprint
+    return text_hash(f"{fp.chunker_version}|{fp.provider}|{fp.model}|{target}|{maximum}")[:16]
+
+
 def chunk_source(
     store: IndexStore,
     source: MarkdownSourceConfig,
@@ -37,13 +44,17 @@ def chunk_source(
     scope = f"source = {sql_string(source.name)}"
     docs = store.read("documents", where=scope, columns=["doc_id", "content_hash"]).to_pylist()
     staged = store.read(
-        "staged_chunks", where=scope, columns=["doc_id", "doc_content_hash"]
+        "staged_chunks", where=scope, columns=["doc_id", "doc_content_hash", "chunking_key"]
     ).to_pylist()
-    chunked_hash = {row["doc_id"]: row["doc_content_hash"] for row in staged}
+    key = chunking_key(chunking, embedder)
+    chunked_hash = {
+        row["doc_id"]: row["doc_content_hash"] for row in staged if row["chunking_key"] == key
+    }
+    known = {row["doc_id"] for row in staged}
     live = {doc["doc_id"] for doc in docs}
     todo = [d["doc_id"] for d in docs if full or chunked_hash.get(d["doc_id"]) != d["content_hash"]]
     result.unchanged = len(docs) - len(todo)
-    gone = [d for d in chunked_hash if d not in live]
+    gone = [d for d in known if d not in live]
     result.deleted = len(gone)
     target, maximum = chunk_budget(chunking, embedder)
     rows: list[dict[str, Any]] = []
@@ -53,10 +64,10 @@ def chunk_source(
         for doc in store.read("documents", where=sql_in("doc_id", ids)).to_pylist():
             note = _note_from_row(doc)
             pieces = chunk_note(note, embedder.count_tokens, target, maximum)
-            rows.extend(_chunk_rows(doc, pieces))
+            rows.extend(_chunk_rows(doc, pieces, key))
             if not pieces:
                 result.skipped += 1  # nothing to embed (empty body); re-checked each run
-            elif doc["doc_id"] in chunked_hash:
+            elif doc["doc_id"] in known:
                 result.changed += 1
             else:
                 result.new += 1
@@ -89,7 +100,7 @@ def _note_from_row(doc: dict[str, Any]) -> ParsedNote:
     )
 
 
-def _chunk_rows(doc: dict[str, Any], pieces: list[Any]) -> list[dict[str, Any]]:
+def _chunk_rows(doc: dict[str, Any], pieces: list[Any], key: str) -> list[dict[str, Any]]:
     rows = []
     occurrences: dict[str, int] = {}
     for piece in pieces:
@@ -111,6 +122,7 @@ def _chunk_rows(doc: dict[str, Any], pieces: list[Any]) -> list[dict[str, Any]]:
                 "embed_hash": digest,
                 "token_count": piece.token_count,
                 "doc_content_hash": doc["content_hash"],
+                "chunking_key": key,
             }
         )
     return rows

@@ -20,10 +20,8 @@ from rag_assets.progress import report
 from rag_assets.stages.result import StageResult, utcnow
 from rag_serving.config import MarkdownSourceConfig
 from rag_serving.embedders import Embedder
-from rag_serving.errors import EmbedderMismatchError
-from rag_serving.index.layout import IndexLayout
-from rag_serving.index.manifest import read_manifest, write_manifest
-from rag_serving.index.schema import SCHEMA_VERSION, chunks_schema
+from rag_serving.index.manifest import Generation, read_manifest, write_manifest
+from rag_serving.index.schema import chunks_schema
 from rag_serving.index.store import IndexStore, sql_in, sql_string
 from rag_serving.search.filters import expand_tags
 
@@ -34,27 +32,31 @@ _ROW_FIELDS = (
 )  # fmt: skip
 
 
-def ensure_manifest(store: IndexStore, embedder: Embedder) -> None:
-    """Record the embedder fingerprint on first use; refuse a different one."""
-    layout = IndexLayout(store.layout.data_dir)
-    if not layout.manifest_path.is_file():
-        write_manifest(layout.manifest_path, embedder.fingerprint)
-        return
-    manifest = read_manifest(layout.manifest_path)
-    if manifest.schema_version != SCHEMA_VERSION or manifest.fingerprint != embedder.fingerprint:
-        raise EmbedderMismatchError(
-            f"the index was built with {manifest.fingerprint.describe()} but the config asks "
-            f"for {embedder.fingerprint.describe()}; rebuild every source with "
-            "`ragline index --full`"
-        )
+def target_generation(store: IndexStore, embedder: Embedder) -> Generation:
+    """The generation this embedder's vectors go to, recorded in the manifest.
+
+    The first embedder makes the active generation. A different embedder later
+    starts (or continues) a building generation; search keeps using the active one
+    until the building one holds every source (see ``promote_if_complete``).
+    """
+    path = store.layout.manifest_path
+    manifest = read_manifest(path, missing_ok=True)
+    generation = manifest.target_for(embedder.fingerprint)
+    updated = manifest.with_target(generation)
+    if updated != manifest:
+        write_manifest(path, updated)
+    return generation
 
 
 def embed_source(
     store: IndexStore, source: MarkdownSourceConfig, embedder: Embedder, full: bool
 ) -> StageResult:
-    """Bring the served ``chunks`` of ``source`` in line with ``staged_chunks``."""
-    ensure_manifest(store, embedder)
+    """Bring the source's served chunks (in the embedder's generation) in line with
+    ``staged_chunks``."""
+    generation = target_generation(store, embedder)
+    table = generation.table
     result = StageResult()
+    result.extra["generation"] = generation.key
     scope = f"source = {sql_string(source.name)}"
     docs = {
         d["doc_id"]: d
@@ -65,7 +67,8 @@ def embed_source(
         ).to_pylist()
     }
     current = {
-        r["chunk_id"]: r["row_hash"] for r in _read_chunks(store, scope, ["chunk_id", "row_hash"])
+        r["chunk_id"]: r["row_hash"]
+        for r in _read_chunks(store, table, scope, ["chunk_id", "row_hash"])
     }
     wanted: dict[str, dict[str, Any]] = {}
     for staged in store.read("staged_chunks", where=scope).to_pylist():
@@ -80,12 +83,11 @@ def embed_source(
     result.unchanged = len(wanted) - len(to_write)
     result.deleted = len(stale)
 
-    dimension = embedder.dimension
-    schema = chunks_schema(dimension)
-    embedded = reused = 0
-    done = 0
+    schema = chunks_schema(embedder.dimension)
+    store.chunks(table, embedder.dimension)  # create it even when the source is empty
+    embedded = reused = done = 0
     for batch_docs, rows in _batches_by_document(to_write):
-        vectors, fresh = _vectors_for(store, embedder, rows)
+        vectors, fresh = _vectors_for(store, table, embedder, rows)
         embedded += fresh
         reused += len(rows) - fresh
         now = utcnow()
@@ -93,7 +95,7 @@ def embed_source(
             row["vector"] = vector
             row["indexed_at"] = now
         store.apply_changes(
-            "chunks",
+            table,
             schema,
             pa.Table.from_pylist(rows, schema),
             delete_where=f"{scope} AND {sql_in('doc_id', batch_docs)}",
@@ -102,17 +104,19 @@ def embed_source(
         done += len(rows)
         report(source.name, "embed", done, len(to_write))
     if stale:  # chunks of deleted documents, and chunks a changed document lost
-        store.delete("chunks", f"{scope} AND {sql_in('chunk_id', stale)}")
+        store.delete(table, f"{scope} AND {sql_in('chunk_id', stale)}")
     embedder.prepare_query_path()
-    result.row_count = store.count("chunks", scope)
+    result.row_count = store.count(table, scope)
     result.extra.update({"embedded": embedded, "vectors_reused": reused})
     return result
 
 
-def _read_chunks(store: IndexStore, where: str, columns: list[str]) -> list[dict[str, Any]]:
-    if not store.table_exists("chunks"):
+def _read_chunks(
+    store: IndexStore, table: str, where: str, columns: list[str]
+) -> list[dict[str, Any]]:
+    if not store.table_exists(table):
         return []
-    return store.read("chunks", where=where, columns=columns).to_pylist()
+    return store.read(table, where=where, columns=columns).to_pylist()
 
 
 def _served_row(staged: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
@@ -165,13 +169,13 @@ def _batches_by_document(
 
 
 def _vectors_for(
-    store: IndexStore, embedder: Embedder, rows: list[dict[str, Any]]
+    store: IndexStore, table: str, embedder: Embedder, rows: list[dict[str, Any]]
 ) -> tuple[list[np.ndarray], int]:
     """Vectors for ``rows``: reused by embed_hash where the index has one, else
     embedded. Returns the vectors and how many were freshly embedded."""
     hashes = list({r["embed_hash"] for r in rows})
     known: dict[str, np.ndarray] = {}
-    for r in _read_chunks(store, sql_in("embed_hash", hashes), ["embed_hash", "vector"]):
+    for r in _read_chunks(store, table, sql_in("embed_hash", hashes), ["embed_hash", "vector"]):
         known.setdefault(r["embed_hash"], np.asarray(r["vector"], dtype=np.float32))
     missing: dict[str, str] = {}
     for r in rows:

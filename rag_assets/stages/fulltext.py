@@ -1,14 +1,21 @@
-"""Stage 5 (``fulltext_index``): keep the Tantivy index equal to the LanceDB chunks."""
+"""Stage 5 (``fulltext_index``): keep the generation's Tantivy index equal to its
+LanceDB chunks, record the source as indexed, and switch to a newly built
+generation once it holds every configured source."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import pyarrow as pa
 
 from rag_assets.progress import report
+from rag_assets.stages.embed import target_generation
 from rag_assets.stages.result import StageResult, utcnow
 from rag_serving.config import MarkdownSourceConfig
+from rag_serving.embedders import Embedder
 from rag_serving.index import schema as schemas
 from rag_serving.index.fulltext import FulltextIndex
+from rag_serving.index.manifest import read_manifest, write_manifest
 from rag_serving.index.store import IndexStore, sql_string
 
 FULLTEXT_COLUMNS = [
@@ -17,46 +24,77 @@ FULLTEXT_COLUMNS = [
 ]  # fmt: skip
 
 
-def sync_fulltext(store: IndexStore, source: MarkdownSourceConfig, run_id: str) -> StageResult:
-    """Make the Tantivy index hold exactly the source's chunks from LanceDB."""
-    scope = f"source = {sql_string(source.name)}"
-    rows = (
-        store.read("chunks", where=scope, columns=FULLTEXT_COLUMNS).to_pylist()
-        if store.table_exists("chunks")
-        else []
-    )
+def fulltext_rows(store: IndexStore, table: str, where: str | None) -> list[dict]:
+    """The rows the Tantivy index should hold (LanceDB chunks plus document aliases)."""
+    if not store.table_exists(table):
+        return []
+    rows = store.read(table, where=where, columns=FULLTEXT_COLUMNS).to_pylist()
     aliases = {
         d["doc_id"]: d["aliases"]
-        for d in store.read("documents", where=scope, columns=["doc_id", "aliases"]).to_pylist()
+        for d in store.read("documents", where=where, columns=["doc_id", "aliases"]).to_pylist()
     }
     for row in rows:
         row["aliases"] = aliases.get(row["doc_id"]) or []
-    index = FulltextIndex(store.layout.fulltext_dir)
+    return rows
+
+
+def sync_fulltext(
+    store: IndexStore,
+    source: MarkdownSourceConfig,
+    embedder: Embedder,
+    run_id: str,
+    configured: Sequence[str],
+) -> StageResult:
+    """Make the Tantivy index hold exactly the source's chunks from LanceDB."""
+    generation = target_generation(store, embedder)
+    scope = f"source = {sql_string(source.name)}"
+    rows = fulltext_rows(store, generation.table, scope)
+    index = FulltextIndex(store.layout.fulltext_dir(generation.key))
     before = index.row_hashes(source.name)
     written, deleted = index.sync_source(source.name, rows)
     report(source.name, "fulltext", len(rows), len(rows))
-    record_source_state(store, source.name, run_id, len(rows))
+    record_source_state(store, source.name, run_id, generation.key, len(rows))
     result = StageResult(deleted=deleted, row_count=len(rows))
     result.new = sum(1 for r in rows if r["chunk_id"] not in before)
     result.changed = written - result.new
     result.unchanged = len(rows) - written
+    result.extra["generation"] = generation.key
+    if promote_if_complete(store, configured):
+        result.extra["promoted_generation"] = generation.key
     return result
 
 
-def record_source_state(store: IndexStore, source: str, run_id: str, chunk_count: int) -> None:
+def promote_if_complete(store: IndexStore, configured: Sequence[str]) -> bool:
+    """Make the building generation active once every configured source is in it."""
+    path = store.layout.manifest_path
+    manifest = read_manifest(path, missing_ok=True)
+    building = manifest.building
+    if building is None:
+        return False
+    states = {r["source"]: r["generation"] for r in store.read("source_state").to_pylist()}
+    if any(states.get(name) != building.key for name in configured):
+        return False
+    write_manifest(path, manifest.promoted())
+    return True
+
+
+def record_source_state(
+    store: IndexStore, source: str, run_id: str, generation: str, chunk_count: int
+) -> None:
     """Remember that ``source`` was fully indexed by ``run_id`` (for `ragline status`)."""
     scope = f"source = {sql_string(source)}"
-    issues = store.read("file_issues", where=scope, columns=["severity"]).column("severity")
-    severities = issues.to_pylist()
+    severities = store.read("file_issues", where=scope, columns=["severity"]).column("severity")
+    values = severities.to_pylist()
     row = {
         "source": source,
         "last_run_id": run_id,
+        "generation": generation,
         "last_indexed_at": utcnow(),
         "files": store.count("files", scope),
         "documents": store.count("documents", scope),
         "chunks": chunk_count,
-        "errors": severities.count("error"),
-        "skipped": severities.count("skipped"),
+        "errors": values.count("error"),
+        "skipped": values.count("skipped"),
     }
     store.apply_changes(
         "source_state", schemas.SOURCE_STATE, pa.Table.from_pylist([row], schemas.SOURCE_STATE)

@@ -7,12 +7,12 @@ from pathlib import Path
 import pyarrow as pa
 
 from rag_assets.progress import report
-from rag_assets.scanning import iter_source_files
 from rag_assets.stages.result import StageResult, utcnow
 from rag_serving.config import MarkdownSourceConfig
 from rag_serving.index import schema as schemas
 from rag_serving.index.ids import content_hash, doc_id
 from rag_serving.index.store import IndexStore, sql_in, sql_string
+from rag_serving.scanning import iter_source_files
 
 
 def scan_source(store: IndexStore, source: MarkdownSourceConfig, full: bool) -> StageResult:

@@ -254,6 +254,17 @@ class FulltextIndex:
         deleted = sum(1 for cid in stale if cid not in wanted)
         return len(new), deleted
 
+    def merge_segments(self) -> int:
+        """Merge segments and remove files no longer used; returns the segment count."""
+        writer = self.index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+        writer.commit()
+        writer.wait_merging_threads()
+        writer = self.index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+        writer.garbage_collect_files()
+        writer.wait_merging_threads()
+        self.index.reload()
+        return int(self.index.searcher().num_segments)
+
     def delete_source(self, source: str) -> None:
         writer = self.index.writer(heap_size=_WRITER_HEAP, num_threads=1)
         writer.delete_documents_by_term("source", source)

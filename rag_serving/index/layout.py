@@ -17,8 +17,12 @@ class IndexLayout:
         return self.data_dir / "lancedb"
 
     @property
-    def fulltext_dir(self) -> Path:
+    def fulltext_root(self) -> Path:
         return self.data_dir / "fulltext"
+
+    def fulltext_dir(self, generation_key: str) -> Path:
+        """The Tantivy index of one generation."""
+        return self.fulltext_root / generation_key
 
     @property
     def manifest_path(self) -> Path:

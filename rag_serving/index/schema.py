@@ -4,7 +4,8 @@
 - ``documents``: one row per successfully parsed document.
 - ``file_issues``: files that were skipped or failed, with the reason.
 - ``staged_chunks``: the chunks each document should have (no vectors yet).
-- ``chunks``: what search serves: chunk text, metadata and vectors.
+- ``chunks_<key>``: what search serves, one table per embedder generation: chunk
+  text, metadata and vectors.
 - ``source_state``: per source, the last completed indexing run and its totals.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 
@@ -83,6 +84,9 @@ STAGED_CHUNKS = pa.schema(
         pa.field("embed_hash", pa.string()),
         pa.field("token_count", pa.int32()),
         pa.field("doc_content_hash", pa.string()),
+        # What produced these chunks (chunker version, tokenizer, sizes): a different
+        # value means the document must be chunked again.
+        pa.field("chunking_key", pa.string()),
     ]
 )
 
@@ -90,6 +94,7 @@ SOURCE_STATE = pa.schema(
     [
         _key("source"),
         pa.field("last_run_id", pa.string()),
+        pa.field("generation", pa.string()),
         pa.field("last_indexed_at", TIMESTAMP),
         pa.field("files", pa.int64()),
         pa.field("documents", pa.int64()),
@@ -133,6 +138,10 @@ TABLE_KEYS = {
     "documents": "doc_id",
     "file_issues": "doc_id",
     "staged_chunks": "chunk_id",
-    "chunks": "chunk_id",
     "source_state": "source",
 }
+
+
+def table_key(name: str) -> str:
+    """The key column of table ``name`` (generation tables ``chunks_<key>`` included)."""
+    return "chunk_id" if name.startswith("chunks_") else TABLE_KEYS[name]

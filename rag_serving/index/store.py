@@ -67,7 +67,7 @@ class IndexStore:
         else:
             tbl = self.db.create_table(name, schema=schema, exist_ok=True)
             # Prevents duplicate rows for new keys when writers overlap (lancedb 0.40).
-            tbl.set_unenforced_primary_key(schemas.TABLE_KEYS[name])
+            tbl.set_unenforced_primary_key(schemas.table_key(name))
         self._tables[name] = tbl
         return tbl
 
@@ -83,9 +83,10 @@ class IndexStore:
     def staged_chunks(self) -> Any:
         return self.table("staged_chunks", schemas.STAGED_CHUNKS)
 
-    def chunks(self, dimension: int | None = None) -> Any:
+    def chunks(self, table: str, dimension: int | None = None) -> Any:
+        """A generation's served chunks table (``chunks_<key>``)."""
         schema = schemas.chunks_schema(dimension) if dimension else None
-        return self.table("chunks", schema)
+        return self.table(table, schema)
 
     # ---- reads -------------------------------------------------------------
 
@@ -134,7 +135,7 @@ class IndexStore:
             if delete_where:
                 tbl.delete(delete_where)
             return
-        key = schemas.TABLE_KEYS[name]
+        key = schemas.table_key(name)
         upserts = upserts.select(schema.names).cast(schema)
         merge = tbl.merge_insert(key)
         if compare_columns:
@@ -150,6 +151,15 @@ class IndexStore:
     def delete(self, name: str, where: str) -> None:
         if self.table_exists(name):
             self.table(name).delete(where)
+
+    def drop(self, name: str) -> None:
+        """Remove table ``name`` if it exists."""
+        self._tables.pop(name, None)
+        if self.table_exists(name):
+            self.db.drop_table(name)
+
+    def table_names(self) -> list[str]:
+        return self._table_names()
 
     def refresh(self) -> None:
         """See the latest committed version of every open table."""

@@ -5,17 +5,23 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from rag_serving.config import RaglineConfig
+from rag_serving.config import (
+    EmbedderConfig,
+    OllamaConfig,
+    RaglineConfig,
+    SentenceTransformersConfig,
+)
 from rag_serving.embedders import Embedder, create_embedder
-from rag_serving.errors import EmbedderMismatchError, FilterError
+from rag_serving.embedders.base import EmbedderFingerprint
+from rag_serving.errors import EmbedderMismatchError, FilterError, IndexNotBuiltError
 from rag_serving.index.fulltext import FulltextIndex
 from rag_serving.index.layout import IndexLayout
-from rag_serving.index.manifest import IndexManifest, read_manifest
-from rag_serving.index.schema import SCHEMA_VERSION
+from rag_serving.index.manifest import Generation, IndexManifest, read_manifest
 from rag_serving.index.store import IndexStore, sql_in
 from rag_serving.search.filters import (
     IndexVocabulary,
@@ -58,6 +64,7 @@ class SearchHit:
     line_end: int
     modified: datetime | None
     indexed_at: datetime | None
+    stale: str | None = None  # "modified" / "deleted" since it was indexed
     explain: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def as_json(self, with_explain: bool = False) -> dict[str, Any]:
@@ -75,6 +82,8 @@ class SearchHit:
             "lines": [self.line_start, self.line_end],
             "modified": self.modified.isoformat() if self.modified else None,
             "indexed_at": self.indexed_at.isoformat() if self.indexed_at else None,
+            "stale": self.stale is not None,
+            "stale_reason": self.stale,
         }
         if with_explain:
             data["explain"] = self.explain
@@ -99,44 +108,72 @@ class SearchResult:
 class SearchEngine:
     """Opens the index once and answers searches; safe to keep warm.
 
-    A long-lived engine sees index versions written by other processes: LanceDB
-    is opened with a read-consistency interval and Tantivy is reloaded per query.
+    A long-lived engine sees what other processes write: LanceDB is opened with a
+    read-consistency interval, Tantivy is reloaded per query, and a switch to a
+    newly built generation (after an embedder change) is picked up from
+    ``index.json`` without a restart.
     """
 
     def __init__(self, config: RaglineConfig, read_consistency_s: float | None = 1.0):
         self.config = config
         self.layout = IndexLayout(config.data_dir)
-        self.manifest: IndexManifest = read_manifest(self.layout.manifest_path)
-        self._check_embedder()
-        self.store = IndexStore(config.data_dir, read_consistency_s=read_consistency_s)
-        self.fulltext = FulltextIndex(self.layout.fulltext_dir)
-        self._embedder: Embedder | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._vocabulary: tuple[int, IndexVocabulary] | None = None
+        self._manifest_stamp: int | None = None
+        self.generation: Generation | None = None
+        self._embedder: Embedder | None = None
+        self._open_manifest()
+        self.store = IndexStore(config.data_dir, read_consistency_s=read_consistency_s)
 
-    def _check_embedder(self) -> None:
-        recorded = self.manifest.fingerprint
+    def _open_manifest(self) -> None:
+        manifest = read_manifest(self.layout.manifest_path)
+        if manifest.active is None:
+            raise IndexNotBuiltError(
+                f"no index at {self.config.data_dir} yet; build it with `ragline index`"
+            )
+        self._check_embedder(manifest)
+        if self.generation is None or manifest.active.key != self.generation.key:
+            self.generation = manifest.active
+            self.fulltext = FulltextIndex(self.layout.fulltext_dir(manifest.active.key))
+            self._embedder = None
+        self.manifest = manifest
+        self._manifest_stamp = self.layout.manifest_path.stat().st_mtime_ns
+
+    def refresh(self) -> None:
+        """Pick up a new active generation written by another process."""
+        with self._lock:
+            try:
+                stamp = self.layout.manifest_path.stat().st_mtime_ns
+            except FileNotFoundError:
+                return
+            if stamp != self._manifest_stamp:
+                self._open_manifest()
+
+    def _check_embedder(self, manifest: IndexManifest) -> None:
         wanted = self.config.embedder
-        wanted_model = (
-            "all-MiniLM-L6-v2" if wanted.model.endswith("all-MiniLM-L6-v2") else wanted.model
+        model = "all-MiniLM-L6-v2" if wanted.model.endswith("all-MiniLM-L6-v2") else wanted.model
+        known = [g for g in (manifest.active, manifest.building) if g is not None]
+        if any(
+            (g.fingerprint.provider, g.fingerprint.model) == (wanted.provider, model) for g in known
+        ):
+            return
+        active = manifest.active.fingerprint.describe() if manifest.active else "nothing"
+        raise EmbedderMismatchError(
+            f"the index holds vectors of {active} but the config asks for "
+            f"{wanted.provider}:{model}; run `ragline index` to embed every source with "
+            "the new model (search keeps using the old vectors until that is done), "
+            "or set [embedder] back"
         )
-        if self.manifest.schema_version != SCHEMA_VERSION:
-            raise EmbedderMismatchError(
-                f"the index at {self.config.data_dir} uses format {self.manifest.schema_version}; "
-                f"this ragline needs {SCHEMA_VERSION}: rebuild it with `ragline index --full`"
-            )
-        if (recorded.provider, recorded.model) != (wanted.provider, wanted_model):
-            raise EmbedderMismatchError(
-                f"the index was built with {recorded.describe()} but the config asks for "
-                f"{wanted.provider}:{wanted_model}; run `ragline index --full` to re-embed "
-                "with the new model, or set [embedder] back"
-            )
 
     @property
     def embedder(self) -> Embedder:
+        """The query embedder of the active generation (which may lag the config
+        while a new generation is being built)."""
         with self._lock:
             if self._embedder is None:
-                self._embedder = create_embedder(self.config.embedder, self.config.data_dir)
+                assert self.generation is not None
+                config = embedder_config_for(self.generation.fingerprint, self.config.embedder)
+                self._embedder = create_embedder(config, self.config.data_dir)
             return self._embedder
 
     # ---- vocabulary for filter validation ----------------------------------
@@ -177,6 +214,7 @@ class SearchEngine:
             raise FilterError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
         if k < 1:
             raise FilterError(f"k must be at least 1, got {k}")
+        self.refresh()
         filters = validate_filters(filters or SearchFilters(), self.vocabulary())
         if not query.strip():
             raise FilterError("the query is empty")
@@ -207,16 +245,17 @@ class SearchEngine:
     def _vector_search(
         self, query: str, filters: SearchFilters, depth: int
     ) -> tuple[list[str], list[float]]:
-        if not self.store.table_exists("chunks"):
+        assert self.generation is not None
+        if not self.store.table_exists(self.generation.table):
             return [], []
         vector = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
-        expected = self.manifest.fingerprint.dimension
+        expected = self.generation.fingerprint.dimension
         if vector.shape != (expected,):
             raise EmbedderMismatchError(
                 f"the query embedder gives {vector.shape[-1]}-dimensional vectors but the "
                 f"index holds {expected}; run `ragline index --full`"
             )
-        search = self.store.chunks().search(vector).distance_type("cosine")
+        search = self.store.chunks(self.generation.table).search(vector).distance_type("cosine")
         where = filters.to_sql()
         if where:
             search = search.where(where, prefilter=True)
@@ -228,13 +267,17 @@ class SearchEngine:
     def _materialize(self, query: str, fused: list[FusedHit], k: int) -> list[SearchHit]:
         """Fetch the chunks' rows from LanceDB, the source of truth (a chunk the
         full-text index still holds but LanceDB no longer does is dropped)."""
-        if not fused or not self.store.table_exists("chunks"):
+        assert self.generation is not None
+        if not fused or not self.store.table_exists(self.generation.table):
             return []
         wanted = [hit.id for hit in fused[: k * 2]]
-        table = self.store.read("chunks", where=sql_in("chunk_id", wanted), columns=_HIT_COLUMNS)
+        table = self.store.read(
+            self.generation.table, where=sql_in("chunk_id", wanted), columns=_HIT_COLUMNS
+        )
         rows = {row["chunk_id"]: row for row in table.to_pylist()}
         kept = [hit for hit in fused if hit.id in rows][:k]
         highlights = self.fulltext.highlights(query, [hit.id for hit in kept], SNIPPET_CHARS)
+        staleness = self._staleness([rows[hit.id] for hit in kept])
         hits = []
         for rank, hit in enumerate(kept, start=1):
             row = rows[hit.id]
@@ -256,10 +299,61 @@ class SearchEngine:
                     line_end=row["line_end"],
                     modified=row["modified"],
                     indexed_at=row["indexed_at"],
+                    stale=staleness.get(row["doc_id"]),
                     explain=explain_as_dict(hit.explain),
                 )
             )
         return hits
+
+    def _staleness(self, rows: list[dict[str, Any]]) -> dict[str, str | None]:
+        """Per document: "modified" or "deleted" when the file changed or vanished
+        since it was indexed, None when it is as indexed (one stat per document)."""
+        doc_ids = list({row["doc_id"] for row in rows})
+        recorded = {
+            r["doc_id"]: r
+            for r in self.store.read(
+                "files", where=sql_in("doc_id", doc_ids), columns=["doc_id", "size", "mtime_ns"]
+            ).to_pylist()
+        }
+        roots = {s.name: Path(s.path) for s in self.config.sources}
+        out: dict[str, str | None] = {}
+        for row in rows:
+            root = roots.get(row["source"])
+            seen = recorded.get(row["doc_id"])
+            if root is None or seen is None:
+                out[row["doc_id"]] = None
+                continue
+            try:
+                st = (root / row["path"]).stat()
+            except FileNotFoundError:
+                out[row["doc_id"]] = "deleted"
+                continue
+            except OSError:
+                out[row["doc_id"]] = None
+                continue
+            changed = (st.st_size, st.st_mtime_ns) != (seen["size"], seen["mtime_ns"])
+            out[row["doc_id"]] = "modified" if changed else None
+        return out
+
+
+def embedder_config_for(
+    fingerprint: EmbedderFingerprint, configured: EmbedderConfig
+) -> EmbedderConfig:
+    """Settings to embed queries for ``fingerprint``: the configured ones when they
+    match, else that provider's settings for the recorded model (mid-switch)."""
+    model = (
+        "all-MiniLM-L6-v2" if configured.model.endswith("all-MiniLM-L6-v2") else configured.model
+    )
+    if (configured.provider, model) == (fingerprint.provider, fingerprint.model):
+        return configured
+    if fingerprint.provider == "ollama":
+        host = (
+            configured.host
+            if isinstance(configured, OllamaConfig)
+            else OllamaConfig(provider="ollama").host
+        )
+        return OllamaConfig(provider="ollama", model=fingerprint.model, host=host)
+    return SentenceTransformersConfig(model=fingerprint.model)
 
 
 def _head(text: str, limit: int = SNIPPET_CHARS) -> str:

@@ -47,3 +47,35 @@ def iter_source_files(source: MarkdownSourceConfig) -> Iterator[FileStat]:
             if not full.is_file():
                 continue
             yield FileStat(rel, st.st_size, st.st_mtime_ns)
+
+
+def stat_fingerprint(stats: list[FileStat]) -> str:
+    """A short hash of every (path, size, mtime) of a source: equal means unchanged."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for stat in stats:
+        digest.update(f"{stat.path}\0{stat.size}\0{stat.mtime_ns}\n".encode())
+    return digest.hexdigest()[:20]
+
+
+@dataclass(frozen=True)
+class PendingChanges:
+    """Files whose stat differs from what the index last saw."""
+
+    new: int
+    changed: int
+    deleted: int
+
+    @property
+    def total(self) -> int:
+        return self.new + self.changed + self.deleted
+
+
+def pending_changes(stats: list[FileStat], indexed: dict[str, tuple[int, int]]) -> PendingChanges:
+    """Compare a fresh listing with ``indexed`` (path → (size, mtime_ns))."""
+    seen = {s.path for s in stats}
+    new = sum(1 for s in stats if s.path not in indexed)
+    changed = sum(1 for s in stats if s.path in indexed and indexed[s.path] != (s.size, s.mtime_ns))
+    deleted = sum(1 for p in indexed if p not in seen)
+    return PendingChanges(new, changed, deleted)

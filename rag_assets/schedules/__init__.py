@@ -1,0 +1,1 @@
+"""Schedules: nightly reconcile and index maintenance."""

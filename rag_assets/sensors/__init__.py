@@ -1,0 +1,1 @@
+"""Sensors: configured sources become partitions; changed sources get runs."""

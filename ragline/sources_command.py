@@ -1,0 +1,93 @@
+"""``ragline sources``: list configured and indexed sources; prune removed ones."""
+
+from __future__ import annotations
+
+import click
+
+from rag_serving.config import RaglineConfig
+from rag_serving.errors import RaglineError
+from ragline.output import console, print_json
+
+
+def list_sources(config: RaglineConfig, as_json: bool) -> None:
+    """Print the configured sources and any indexed source no longer configured."""
+    from rag_assets.stages.prune import indexed_sources
+    from rag_serving.index.store import IndexStore
+
+    indexed = indexed_sources(IndexStore(config.data_dir))
+    rows = [
+        {"name": s.name, "kind": s.kind, "path": str(s.path), "configured": True,
+         "indexed": s.name in indexed}
+        for s in config.sources
+    ]  # fmt: skip
+    configured = {s.name for s in config.sources}
+    rows += [
+        {"name": n, "kind": None, "path": None, "configured": False, "indexed": True}
+        for n in sorted(indexed - configured)
+    ]
+    if as_json:
+        print_json(rows)
+        return
+    for row in rows:
+        state = (
+            ""
+            if row["configured"]
+            else "  [yellow](not configured: `ragline sources prune --yes` removes it)[/]"
+        )
+        console.print(f"{row['name']:<20} {row['kind'] or '-':<10} {row['path'] or '-'}{state}")
+
+
+def prune(config: RaglineConfig, yes: bool) -> int:
+    """Delete the data and partitions of sources no longer in the config."""
+    from rag_assets.instance import prepare_dagster_home
+    from rag_assets.stages.prune import indexed_sources, prune_source
+    from rag_serving.index.store import IndexStore
+
+    store = IndexStore(config.data_dir)
+    configured = {s.name for s in config.sources}
+    prepare_dagster_home(config.data_dir)
+    from dagster import DagsterInstance
+
+    from rag_assets.partitions import SOURCES_PARTITIONS_NAME
+
+    instance = DagsterInstance.get()
+    partitions = set(instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
+    stale = sorted((indexed_sources(store) | partitions) - configured)
+    if not stale:
+        console.print("Nothing to prune: every indexed source is configured.")
+        return 0
+    if not yes:
+        console.print(f"Would delete the index data and partitions of: {', '.join(stale)}")
+        raise RaglineError("nothing was deleted; run `ragline sources prune --yes` to delete them")
+    for name in stale:
+        removed = prune_source(store, name)
+        if name in partitions:
+            instance.delete_dynamic_partition(SOURCES_PARTITIONS_NAME, name)
+        console.print(f"pruned {name}: " + ", ".join(f"{t} {n}" for t, n in removed.items() if n))
+    return 0
+
+
+def register(cli: click.Group, handle_errors, pass_context) -> None:
+    """Add the ``sources`` command group to ``cli``."""
+
+    @cli.group()
+    def sources() -> None:
+        """Configured and indexed sources."""
+
+    @sources.command("list")
+    @click.option("--json", "as_json", is_flag=True)
+    @pass_context
+    @handle_errors
+    def list_command(ctx, as_json: bool) -> None:
+        """List configured sources and indexed ones that are no longer configured."""
+        list_sources(ctx.config, as_json)
+
+    @sources.command("prune")
+    @click.option(
+        "--yes", is_flag=True, help="Really delete (without it, only show what would go)."
+    )
+    @pass_context
+    @handle_errors
+    def prune_command(ctx, yes: bool) -> None:
+        """Delete rows, full-text entries and partitions of sources removed from the config."""
+        prune(ctx.config, yes)

@@ -1,0 +1,140 @@
+"""The sensors with real Dagster instances: partitions follow the config; changed
+sources (and only those) get runs with fingerprint run keys; SkipReasons say why."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+from dagster import (
+    DagsterInstance,
+    SensorResult,
+    SkipReason,
+    build_sensor_context,
+    instance_for_test,
+)
+
+from rag_assets.definitions import defs
+from rag_assets.resources import RaglineConfigResource
+from rag_assets.sensors.source_changes import build_source_changes_sensor
+from rag_assets.sensors.source_partitions import build_source_partitions_sensor
+from tests.conftest import write_config
+
+
+def _vault(tmp_path: Path, sample_vault: Path) -> tuple[Path, Path]:
+    notes, journal = tmp_path / "notes", tmp_path / "journal"
+    shutil.copytree(sample_vault / "notes", notes)
+    shutil.copytree(sample_vault / "journal", journal)
+    return notes, journal
+
+
+def _tick(sensor, instance: DagsterInstance, config_path: Path, cursor: str | None = None):
+    context = build_sensor_context(
+        instance=instance,
+        cursor=cursor,
+        resources={"settings": RaglineConfigResource(config_path=str(config_path))},
+    )
+    return sensor(context)
+
+
+def test_sensors_are_registered_running_by_default() -> None:
+    from dagster import DefaultSensorStatus
+
+    sensors = {s.name: s for s in defs.sensors}
+    assert set(sensors) == {"source_partitions", "source_changes"}
+    assert all(s.default_status == DefaultSensorStatus.RUNNING for s in sensors.values())
+    assert sensors["source_changes"].minimum_interval_seconds == 30
+
+
+def test_partition_sensor_adds_configured_sources(tmp_path: Path, sample_vault: Path) -> None:
+    notes, journal = _vault(tmp_path, sample_vault)
+    config_path = write_config(
+        tmp_path,
+        [{"name": "notes", "kind": "markdown", "path": str(notes)},
+         {"name": "journal", "kind": "markdown", "path": str(journal)}],
+    )  # fmt: skip
+    sensor = build_source_partitions_sensor(30)
+    with instance_for_test() as instance:
+        instance.add_dynamic_partitions("sources", ["old"])
+        result = _tick(sensor, instance, config_path)
+        assert isinstance(result, SensorResult)
+        added = result.dynamic_partitions_requests[0]
+        assert sorted(added.partition_keys) == ["journal", "notes"]
+        instance.add_dynamic_partitions("sources", list(added.partition_keys))
+        again = _tick(sensor, instance, config_path)
+        assert isinstance(again, SkipReason)
+        assert "no longer configured: old" in again.skip_message
+        assert "sources prune" in again.skip_message
+
+
+def test_change_sensor_requests_runs_for_changed_sources_only(
+    tmp_path: Path, sample_vault: Path
+) -> None:
+    notes, journal = _vault(tmp_path, sample_vault)
+    config_path = write_config(
+        tmp_path,
+        [{"name": "notes", "kind": "markdown", "path": str(notes)},
+         {"name": "journal", "kind": "markdown", "path": str(journal)}],
+    )  # fmt: skip
+    sensor = build_source_changes_sensor(30)
+    with instance_for_test() as instance:
+        instance.add_dynamic_partitions("sources", ["notes", "journal"])
+        first = _tick(sensor, instance, config_path)
+        assert {r.partition_key for r in first.run_requests} == {"notes", "journal"}
+        cursor = first.cursor
+        assert len(cursor) < 200  # compact: one short fingerprint per source
+        assert all(r.run_key.startswith(f"{r.partition_key}:") for r in first.run_requests)
+
+        quiet = _tick(sensor, instance, config_path, cursor)
+        assert not quiet.run_requests
+        assert "no changes in 2 source(s)" in quiet.skip_reason.skip_message
+
+        note = journal / "2023-01-15.md"
+        note.write_text(note.read_text() + "\nA marmot whistled.\n")
+        later = time.time() + 5
+        os.utime(note, (later, later))
+        changed = _tick(sensor, instance, config_path, cursor)
+        assert [r.partition_key for r in changed.run_requests] == ["journal"]
+        assert changed.run_requests[0].run_key == f"journal:{json.loads(changed.cursor)['journal']}"
+        assert json.loads(changed.cursor)["notes"] == json.loads(cursor)["notes"]
+
+
+def test_change_sensor_waits_for_partitions_and_survives_a_missing_folder(
+    tmp_path: Path, sample_vault: Path
+) -> None:
+    notes, _journal = _vault(tmp_path, sample_vault)
+    config_path = write_config(
+        tmp_path,
+        [{"name": "notes", "kind": "markdown", "path": str(notes)},
+         {"name": "journal", "kind": "markdown", "path": str(tmp_path / "gone")}],
+    )  # fmt: skip
+    sensor = build_source_changes_sensor(30)
+    with instance_for_test() as instance:
+        result = _tick(sensor, instance, config_path)
+        assert not result.run_requests
+        assert "not a partition yet" in result.skip_reason.skip_message
+        instance.add_dynamic_partitions("sources", ["notes", "journal"])
+        result = _tick(sensor, instance, config_path)
+        assert [r.partition_key for r in result.run_requests] == ["notes"]
+
+
+def test_changing_the_embedder_settings_makes_every_source_due(
+    tmp_path: Path, sample_vault: Path
+) -> None:
+    notes, _ = _vault(tmp_path, sample_vault)
+    sources = [{"name": "notes", "kind": "markdown", "path": str(notes)}]
+    config_path = write_config(tmp_path, sources)
+    sensor = build_source_changes_sensor(30)
+    with instance_for_test() as instance:
+        instance.add_dynamic_partitions("sources", ["notes"])
+        cursor = _tick(sensor, instance, config_path).cursor
+        import tomli_w
+
+        config_path.write_bytes(tomli_w.dumps({
+            "data_dir": str(tmp_path / "data"), "chunking": {"target_tokens": 120}, "sources": sources,
+        }).encode())  # fmt: skip
+        result = _tick(sensor, instance, config_path, cursor)
+        assert [r.partition_key for r in result.run_requests] == ["notes"]
