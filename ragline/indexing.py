@@ -53,6 +53,9 @@ def index_sources(
 
     logging.getLogger("dagster").setLevel(logging.ERROR)
     instance = DagsterInstance.get()
+    from rag_assets.recovery import reap_dead_runs
+
+    reap_dead_runs(instance)
     known = set(instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
     missing = [name for name in selected if name not in known]
     if missing:

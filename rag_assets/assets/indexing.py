@@ -13,6 +13,7 @@ from dagster import (
 from rag_assets import checks
 from rag_assets.assets.metadata import materialize_result
 from rag_assets.partitions import sources_partitions
+from rag_assets.recovery import process_tags
 from rag_assets.resources import EmbedderResource, IndexStoreResource, RaglineConfigResource
 from rag_assets.stages.chunk import chunk_source
 from rag_assets.stages.embed import embed_source, target_generation
@@ -47,6 +48,8 @@ def raw_files(
     context: AssetExecutionContext, settings: RaglineConfigResource, index_store: IndexStoreResource
 ) -> MaterializeResult:
     """The source's files: path, size, mtime and content hash (unchanged files cost a stat)."""
+    # Record which process runs this run, so a killed run can be recognised later.
+    context.instance.add_run_tags(context.run_id, process_tags())
     source = settings.source(context.partition_key)
     result = scan_source(index_store.store(), source, full=is_full_rebuild(context))
     return materialize_result(result)

@@ -19,6 +19,7 @@ from dagster import (
 
 from rag_assets.jobs import index_source_job
 from rag_assets.partitions import SOURCES_PARTITIONS_NAME
+from rag_assets.recovery import reap_dead_runs
 from rag_assets.resources import RaglineConfigResource
 from rag_serving.config import RaglineConfig
 from rag_serving.errors import RaglineError
@@ -47,6 +48,9 @@ def build_source_changes_sensor(interval_s: int):
     def source_changes(
         context: SensorEvaluationContext, settings: RaglineConfigResource
     ) -> SensorResult | SkipReason:
+        reaped = reap_dead_runs(context.instance)
+        if reaped:
+            context.log.warning(f"marked runs whose process died as failed: {reaped}")
         config = settings.load()
         previous: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
         partitions = set(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
