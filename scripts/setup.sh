@@ -26,3 +26,14 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install --quiet -e ".${extras}"
   touch "$stamp"
 fi
+
+# The UI test drives Debian's chromium through Playwright (Playwright's own browser
+# download does not work offline).
+if [ -n "$extras" ] && [ ! -x /usr/bin/chromium ]; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "installing Debian's chromium for the UI test" >&2
+    (apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; })
+  else
+    echo "the UI test needs /usr/bin/chromium: sudo apt-get install chromium" >&2
+  fi
+fi

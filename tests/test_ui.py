@@ -1,0 +1,130 @@
+"""The Dagster UI as a user sees it: Debian's chromium driven by Playwright opens
+the UI started by `ragline ui`, finds the asset graph and the source partitions,
+launches a materialisation of one partition and sees it succeed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import write_config
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run", "--disable-quic",
+]  # fmt: skip
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture()
+def running_ui(tmp_path: Path, sample_vault: Path) -> Iterator[tuple[str, Path]]:
+    vault = tmp_path / "journal"
+    shutil.copytree(sample_vault / "journal", vault)
+    config_path = write_config(
+        tmp_path, [{"name": "journal", "kind": "markdown", "path": str(vault)}]
+    )
+    port = _free_port()
+    env = dict(os.environ)
+    env.pop("DAGSTER_HOME", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ragline.cli", "--config", str(config_path), "ui", "--port", str(port)],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                if httpx.get(f"{url}/server_info", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert process.poll() is None, process.stdout.read().decode() if process.stdout else ""
+            time.sleep(1)
+        else:
+            pytest.fail("the Dagster UI did not answer within 120 s")
+        yield url, tmp_path / "data" / "dagster"
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def test_ui_shows_assets_partitions_and_runs_a_partition(
+    running_ui: tuple[str, Path], tmp_path: Path
+) -> None:
+    from dagster import DagsterInstance, DagsterRunStatus
+    from playwright.sync_api import sync_playwright
+
+    url, dagster_home = running_ui
+    assert Path(CHROMIUM).exists(), "install Debian's chromium (scripts/setup.sh --dev does)"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+
+        def visit(path: str) -> None:
+            page.goto(url + path, wait_until="networkidle")
+            page.wait_for_timeout(1500)
+            skip = page.get_by_role("button", name="Skip")  # the first-visit community dialog
+            if skip.count():
+                skip.first.click()
+
+        visit("/asset-groups")
+        for name in ("raw_files", "parsed_documents", "chunks", "embeddings", "fulltext_index"):
+            assert page.get_by_text(name, exact=True).count() >= 1, name
+
+        visit("/assets/raw_files?view=partitions")
+        assert page.get_by_text("journal", exact=True).count() >= 1
+
+        visit("/asset-groups")
+        page.get_by_text("Materialize all").first.click()
+        page.get_by_text("Select a partition or create one").click()
+        page.locator(".dagster-popover").get_by_text("journal", exact=True).first.click()
+        page.keyboard.press("Escape")
+        page.get_by_role("button", name="Launch 1 run").click()
+
+        instance = DagsterInstance.from_config(str(dagster_home))
+        deadline = time.time() + 180
+        manual = []
+        while time.time() < deadline:
+            runs = instance.get_runs()
+            manual = [r for r in runs if "ragline/launched_by" not in r.tags]
+            if manual and manual[0].status in (DagsterRunStatus.SUCCESS, DagsterRunStatus.FAILURE):
+                break
+            time.sleep(2)
+        assert manual, "no run was launched from the UI"
+        assert manual[0].status == DagsterRunStatus.SUCCESS
+        assert manual[0].tags.get("dagster/partition") == "journal"
+
+        visit("/runs")
+        assert page.get_by_text("Success").count() >= 1
+        visit("/assets/embeddings")
+        body = page.inner_text("body")
+        for label in ("unchanged", "embedded", "vectors_reused"):
+            assert label in body, label
+        screenshot = tmp_path / "dagster-ui.png"
+        page.screenshot(path=str(screenshot), full_page=True)
+        browser.close()
+    assert screenshot.stat().st_size > 10_000
