@@ -23,6 +23,12 @@ lint: setup-dev
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 
+BENCH = /tmp/ragline-bench
+HUB = ../shared/data/corpora/obsidian-hub
+
 bench: setup-dev
-	.venv/bin/python benchmarks/index_throughput.py --data-dir /tmp/ragline-bench/hub
-	.venv/bin/python benchmarks/query_latency.py --data-dir /tmp/ragline-bench/hub
+	rm -rf $(BENCH)/hub-vault $(BENCH)/hub && mkdir -p $(BENCH) && cp -a $(HUB) $(BENCH)/hub-vault
+	.venv/bin/python benchmarks/index_throughput.py --vault $(BENCH)/hub-vault --data-dir $(BENCH)/hub
+	.venv/bin/python benchmarks/query_latency.py --vault $(BENCH)/hub-vault --data-dir $(BENCH)/hub
+	.venv/bin/python benchmarks/mcp_latency.py --data-dir $(BENCH)/hub --vault $(BENCH)/hub-vault
+	.venv/bin/python benchmarks/freshness.py --vault $(BENCH)/hub-vault --data-dir $(BENCH)/hub

@@ -75,7 +75,10 @@ def main() -> None:
 
     store = IndexStore(data_dir)
     documents = store.count("documents")
-    chunks = store.count("chunks")
+    from rag_serving.index.manifest import read_manifest
+
+    generation = read_manifest(store.layout.manifest_path).active
+    chunks = store.count(generation.table)
     texts = store.read("staged_chunks", columns=["embed_text"]).column("embed_text").to_pylist()
     rng = random.Random(42)
     sample = rng.sample(texts, max(1, int(len(texts) * args.bare_sample)))
@@ -117,7 +120,7 @@ def main() -> None:
         "index_throughput",
         data,
         table,
-        "python benchmarks/index_throughput.py --data-dir /tmp/ragline-bench/hub",
+        "make bench (this step: python benchmarks/index_throughput.py --vault VAULT_COPY --data-dir DIR)",
     )
 
 

@@ -42,11 +42,11 @@ def write_config(path: Path, data_dir: Path, source: str, vault: Path, backend: 
     return path
 
 
-def sample_queries(store, count: int) -> list[str]:
+def sample_queries(store, table: str, count: int) -> list[str]:
     """Queries drawn from the corpus itself: half note titles, half chunk openings."""
     rng = random.Random(7)
     titles = store.read("documents", columns=["title"]).column("title").to_pylist()
-    texts = store.read("chunks", columns=["text"]).column("text").to_pylist()
+    texts = store.read(table, columns=["text"]).column("text").to_pylist()
     queries = [t for t in rng.sample(titles, count // 2)]
     for text in rng.sample(texts, count * 3):
         words = [w for w in text.split() if w.isalpha()]
@@ -85,7 +85,7 @@ def main() -> None:
         work / "torch.toml", args.data_dir, args.source, args.vault, "torch"
     )
     engine = SearchEngine(parse_config_file(onnx_config))
-    queries = sample_queries(engine.store, args.queries)
+    queries = sample_queries(engine.store, engine.generation.table, args.queries)
     for q in queries[:5]:
         engine.search(q, mode="hybrid")  # warm caches and the model
 
@@ -97,7 +97,7 @@ def main() -> None:
     embedder = engine.embedder
     vectors = {q: embedder.embed_query(q) for q in queries}
     bare_embed = timed(embedder.embed_query, queries)
-    table = engine.store.chunks()
+    table = engine.store.chunks(engine.generation.table)
     bare_vector = timed(
         lambda q: (
             table.search(vectors[q])
@@ -134,7 +134,7 @@ def main() -> None:
         return {"p50": round(percentile(values, 50), 2), "p95": round(percentile(values, 95), 2)}
 
     data = {
-        "chunks": engine.store.count("chunks"),
+        "chunks": engine.store.count(engine.generation.table),
         "queries": len(queries),
         "warm_ms": {mode: stats(v) for mode, v in warm.items()},
         "bare_ms": {
@@ -182,7 +182,7 @@ def main() -> None:
         "query_latency",
         data,
         markdown,
-        f"python benchmarks/query_latency.py --data-dir {args.data_dir}",
+        "make bench (this step: python benchmarks/query_latency.py --vault VAULT_COPY --data-dir DIR)",
     )
 
 
