@@ -85,9 +85,12 @@ def embed_source(
 
     schema = chunks_schema(embedder.dimension)
     store.chunks(table, embedder.dimension)  # create it even when the source is empty
+    # Which texts already have a vector in this generation (hashes only, read once).
+    known_hashes = {r["embed_hash"] for r in _read_chunks(store, table, None, ["embed_hash"])}
     embedded = reused = done = 0
     for batch_docs, rows in _batches_by_document(to_write):
-        vectors, fresh = _vectors_for(store, table, embedder, rows)
+        vectors, fresh = _vectors_for(store, table, embedder, rows, known_hashes)
+        known_hashes.update(r["embed_hash"] for r in rows)
         embedded += fresh
         reused += len(rows) - fresh
         now = utcnow()
@@ -112,7 +115,7 @@ def embed_source(
 
 
 def _read_chunks(
-    store: IndexStore, table: str, where: str, columns: list[str]
+    store: IndexStore, table: str, where: str | None, columns: list[str]
 ) -> list[dict[str, Any]]:
     if not store.table_exists(table):
         return []
@@ -169,14 +172,19 @@ def _batches_by_document(
 
 
 def _vectors_for(
-    store: IndexStore, table: str, embedder: Embedder, rows: list[dict[str, Any]]
+    store: IndexStore,
+    table: str,
+    embedder: Embedder,
+    rows: list[dict[str, Any]],
+    known_hashes: set[str],
 ) -> tuple[list[np.ndarray], int]:
     """Vectors for ``rows``: reused by embed_hash where the index has one, else
     embedded. Returns the vectors and how many were freshly embedded."""
-    hashes = list({r["embed_hash"] for r in rows})
+    hashes = list({r["embed_hash"] for r in rows} & known_hashes)
     known: dict[str, np.ndarray] = {}
-    for r in _read_chunks(store, table, sql_in("embed_hash", hashes), ["embed_hash", "vector"]):
-        known.setdefault(r["embed_hash"], np.asarray(r["vector"], dtype=np.float32))
+    if hashes:
+        for r in _read_chunks(store, table, sql_in("embed_hash", hashes), ["embed_hash", "vector"]):
+            known.setdefault(r["embed_hash"], np.asarray(r["vector"], dtype=np.float32))
     missing: dict[str, str] = {}
     for r in rows:
         if r["embed_hash"] not in known:
