@@ -199,6 +199,9 @@ def _register_groups() -> None:
     from ragline import sources_command
 
     sources_command.register(cli, handle_errors, pass_context)
+    from ragline import mcp_command
+
+    mcp_command.register(cli, handle_errors, pass_context)
 
 
 _register_groups()

@@ -41,18 +41,14 @@ def index_sources(
         raise RaglineError(
             f"{config.config_path}: no [[sources]] configured; add one (see `ragline init`)"
         )
-    from rag_assets.instance import prepare_dagster_home
-
-    prepare_dagster_home(config.data_dir)
-    from dagster import DagsterInstance
-
     from rag_assets import progress
     from rag_assets.definitions import defs
+    from rag_assets.instance import open_instance
     from rag_assets.jobs import INDEX_JOB_NAME
     from rag_assets.partitions import SOURCES_PARTITIONS_NAME
 
     logging.getLogger("dagster").setLevel(logging.ERROR)
-    instance = DagsterInstance.get()
+    instance = open_instance(config.data_dir)
     from rag_assets.recovery import reap_dead_runs
 
     reap_dead_runs(instance)

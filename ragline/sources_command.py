@@ -39,18 +39,15 @@ def list_sources(config: RaglineConfig, as_json: bool) -> None:
 
 def prune(config: RaglineConfig, yes: bool) -> int:
     """Delete the data and partitions of sources no longer in the config."""
-    from rag_assets.instance import prepare_dagster_home
+    from rag_assets.instance import open_instance
     from rag_assets.stages.prune import indexed_sources, prune_source
     from rag_serving.index.store import IndexStore
 
     store = IndexStore(config.data_dir)
     configured = {s.name for s in config.sources}
-    prepare_dagster_home(config.data_dir)
-    from dagster import DagsterInstance
-
     from rag_assets.partitions import SOURCES_PARTITIONS_NAME
 
-    instance = DagsterInstance.get()
+    instance = open_instance(config.data_dir)
     partitions = set(instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
     stale = sorted((indexed_sources(store) | partitions) - configured)
     if not stale:

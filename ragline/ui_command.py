@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -31,21 +32,28 @@ def run_ui(config: RaglineConfig, host: str, port: int) -> int:
     print(f"Dagster UI on {url} (DAGSTER_HOME={home}); Ctrl-C stops it.")
     marker = home / WEBSERVER_MARKER
     marker.write_text(json.dumps({"url": url, "pid": os.getpid()}), encoding="utf-8")
+    child = subprocess.Popen(command, env=env)
+
+    def stop(signum: int, _frame: object) -> None:
+        child.send_signal(signum)
+
+    # SIGTERM (a service manager, a test) stops dagster dev and removes the marker too.
+    signal.signal(signal.SIGTERM, stop)
     try:
-        return subprocess.call(command, env=env)
+        return child.wait()
     except KeyboardInterrupt:
-        return 0
+        child.send_signal(signal.SIGINT)
+        return child.wait()
     finally:
         marker.unlink(missing_ok=True)
 
 
 def _register_partitions(config: RaglineConfig) -> None:
     """Make every configured source a partition, so the UI can run it."""
-    from dagster import DagsterInstance
-
+    from rag_assets.instance import open_instance
     from rag_assets.partitions import SOURCES_PARTITIONS_NAME
 
-    instance = DagsterInstance.get()
+    instance = open_instance(config.data_dir)
     known = set(instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
     missing = [s.name for s in config.sources if s.name not in known]
     if missing:

@@ -82,10 +82,9 @@ def test_checks_detect_a_broken_index(tmp_path: Path, sample_vault: Path) -> Non
 
 
 def test_maintenance_compacts_and_keeps_results(tmp_path: Path, sample_vault: Path) -> None:
-    from dagster import DagsterInstance
 
     from rag_assets.definitions import defs
-    from rag_assets.instance import prepare_dagster_home
+    from rag_assets.instance import open_instance
 
     config_path = write_config(
         tmp_path, [{"name": "journal", "kind": "markdown", "path": str(sample_vault / "journal")}]
@@ -94,8 +93,7 @@ def test_maintenance_compacts_and_keeps_results(tmp_path: Path, sample_vault: Pa
     build_index(config_path, full=True)
     before = SearchEngine(config).search("glacier", k=3)
     os.environ["RAGLINE_CONFIG"] = str(config_path)
-    prepare_dagster_home(config.data_dir)
-    instance = DagsterInstance.from_config(str(IndexLayout(config.data_dir).dagster_home))
+    instance = open_instance(config.data_dir)
     import tomli_w
 
     raw = {"data_dir": str(config.data_dir), "freshness": {"keep_versions_hours": 0},

@@ -277,7 +277,7 @@ class SearchEngine:
         rows = {row["chunk_id"]: row for row in table.to_pylist()}
         kept = [hit for hit in fused if hit.id in rows][:k]
         highlights = self.fulltext.highlights(query, [hit.id for hit in kept], SNIPPET_CHARS)
-        staleness = self._staleness([rows[hit.id] for hit in kept])
+        staleness = self.staleness([rows[hit.id] for hit in kept])
         hits = []
         for rank, hit in enumerate(kept, start=1):
             row = rows[hit.id]
@@ -305,7 +305,7 @@ class SearchEngine:
             )
         return hits
 
-    def _staleness(self, rows: list[dict[str, Any]]) -> dict[str, str | None]:
+    def staleness(self, rows: list[dict[str, Any]]) -> dict[str, str | None]:
         """Per document: "modified" or "deleted" when the file changed or vanished
         since it was indexed, None when it is as indexed (one stat per document)."""
         doc_ids = list({row["doc_id"] for row in rows})

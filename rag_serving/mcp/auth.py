@@ -1,0 +1,120 @@
+"""Who is calling and which sources they may see.
+
+stdio (and the in-process client) has full access. Over HTTP every request carries
+a bearer token from ``[mcp] tokens``; the token maps to a user and the sources that
+user may see. A source outside that list must never appear in any tool's output.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
+
+from rag_serving.config import McpConfig, McpToken
+from rag_serving.errors import ConfigError
+
+SOURCES_CLAIM = "ragline_sources"
+ALL_SOURCES = "*"
+
+
+@dataclass(frozen=True)
+class Access:
+    """What one caller may see: ``sources`` None means every source."""
+
+    user: str
+    sources: frozenset[str] | None = None
+    local: bool = False  # stdio / in-process: the user who started the server
+
+    @property
+    def restricted(self) -> bool:
+        return self.sources is not None
+
+    def can_see(self, source: str) -> bool:
+        return self.sources is None or source in self.sources
+
+    def visible(self, names: Iterable[str]) -> list[str]:
+        """``names`` that this caller may see, in their order."""
+        return [name for name in names if self.can_see(name)]
+
+
+LOCAL_ACCESS = Access(user="local", sources=None, local=True)
+NO_ACCESS = Access(user="anonymous", sources=frozenset())
+
+
+def token_sources(token: McpToken) -> frozenset[str] | None:
+    """The sources a token may see (None for ``["*"]``)."""
+    return None if ALL_SOURCES in token.sources else frozenset(token.sources)
+
+
+class ConfigTokenVerifier:
+    """Bearer tokens from ``[mcp] tokens``, compared in constant time."""
+
+    def __init__(self, tokens: list[McpToken]):
+        self._tokens: list[tuple[bytes, int, McpToken]] = []
+        for index, token in enumerate(tokens):
+            secret = token.secret()
+            if not secret:
+                raise ConfigError(
+                    f"[mcp] tokens[{index}] (user {token.user!r}): the environment variable "
+                    f"{token.token_env!r} is not set or empty"
+                )
+            if len(secret) < 16:
+                raise ConfigError(
+                    f"[mcp] tokens[{index}] (user {token.user!r}): the token is shorter than "
+                    "16 characters; use a long random value (e.g. `openssl rand -hex 32`)"
+                )
+            self._tokens.append((secret.encode(), index, token))
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        """The access of the configured token equal to ``token``, else None (→ 401)."""
+        given = token.encode()
+        found: tuple[int, McpToken] | None = None
+        for secret, index, entry in self._tokens:
+            # Every entry is compared, so timing does not reveal which one matched.
+            if hmac.compare_digest(secret, given) and found is None:
+                found = (index, entry)
+        if found is None:
+            return None
+        index, entry = found
+        sources = token_sources(entry)
+        return AccessToken(
+            token=f"tokens[{index}]",  # never echo the secret itself
+            client_id=entry.user,
+            subject=f"{entry.user}#{index}",
+            scopes=[],
+            claims={SOURCES_CLAIM: None if sources is None else sorted(sources)},
+        )
+
+
+def access_from_token(token: AccessToken | None) -> Access:
+    """The caller's access from a verified token (no token: nothing is visible)."""
+    if token is None:
+        return NO_ACCESS
+    sources = (token.claims or {}).get(SOURCES_CLAIM)
+    return Access(
+        user=token.client_id,
+        sources=None if sources is None else frozenset(sources),
+    )
+
+
+def current_http_access() -> Access:
+    """Access of the HTTP request being served (set by the SDK's bearer middleware)."""
+    return access_from_token(get_access_token())
+
+
+def check_tokens(config: McpConfig, configured_sources: Iterable[str]) -> list[str]:
+    """Warnings about tokens naming sources that are not configured."""
+    known = set(configured_sources)
+    warnings = []
+    for index, token in enumerate(config.tokens):
+        unknown = [s for s in token.sources if s != ALL_SOURCES and s not in known]
+        if unknown:
+            warnings.append(
+                f"[mcp] tokens[{index}] (user {token.user!r}) names unknown source(s) "
+                f"{', '.join(repr(s) for s in unknown)}; they are ignored"
+            )
+    return warnings

@@ -1,0 +1,159 @@
+"""Structured outputs of the MCP tools (their JSON schemas are published to clients)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class DocRef(BaseModel):
+    """A note in the index."""
+
+    doc_id: str
+    source: str
+    path: str = Field(description="Path relative to the source's root.")
+    title: str
+
+
+class Hit(BaseModel):
+    """One chunk found by ``search``, with everything needed to cite it."""
+
+    rank: int
+    score: float
+    source: str
+    kind: str
+    path: str = Field(description="Path relative to the source's root.")
+    title: str
+    heading: str = Field(description="Heading path of the chunk, e.g. 'Install > On Linux'.")
+    anchor: str = Field(description="Obsidian link to the chunk, e.g. '[[Install#On Linux]]'.")
+    line_start: int = Field(description="First line of the chunk in the file (1-based).")
+    line_end: int = Field(description="Last line of the chunk in the file (inclusive).")
+    snippet: str = Field(description="Matched terms are wrapped in ** **.")
+    chunk_id: str
+    doc_id: str
+    modified: str | None = Field(description="File modification time (ISO 8601).")
+    indexed_at: str | None
+    stale: bool = Field(description="True when the file changed or vanished since indexing.")
+    stale_reason: str | None = Field(description="'modified' or 'deleted' when stale.")
+
+
+class SearchOutput(BaseModel):
+    query: str
+    mode: str
+    filters: dict[str, Any] = Field(description="The filters that were applied.")
+    hits: list[Hit]
+
+
+class OpenOutput(BaseModel):
+    """Text of an indexed note (or part of it), with its line numbers in the file."""
+
+    doc_id: str
+    chunk_id: str | None = Field(description="Set when a chunk was opened.")
+    source: str
+    kind: str
+    path: str
+    title: str
+    aliases: list[str]
+    tags: list[str]
+    section: str | None = Field(description="Heading path of the section returned, if any.")
+    line_start: int = Field(description="File line of the first returned line (1-based).")
+    line_end: int = Field(description="File line of the last returned line (inclusive).")
+    body_start_line: int = Field(description="First line after the YAML frontmatter.")
+    last_line: int = Field(description="Last line of the note as indexed.")
+    truncated: bool = Field(description="True when max_lines cut the range short.")
+    text: str
+    frontmatter: dict[str, Any] | None = Field(
+        description="Frontmatter properties (when the whole note or its start is returned)."
+    )
+    modified: str | None
+    indexed_at: str | None
+    stale: bool
+    stale_reason: str | None
+
+
+class LinkOut(BaseModel):
+    """An outgoing link or embed of a note, resolved like Obsidian does."""
+
+    target: str = Field(description="Link target as written ('' for a link within the note).")
+    heading: str | None
+    block: str | None
+    alias: str | None
+    embed: bool
+    line: int = Field(description="Line of the link in the linking file.")
+    resolved: DocRef | None = Field(description="The linked note, or null when unresolved.")
+
+
+class BacklinkOut(BaseModel):
+    """A link from another note to this one."""
+
+    source_note: DocRef = Field(description="The note that holds the link.")
+    heading: str | None = Field(description="Heading of this note the link points at.")
+    block: str | None
+    alias: str | None
+    embed: bool
+    line: int = Field(description="Line of the link in the linking file.")
+
+
+class NeighborsOutput(BaseModel):
+    note: DocRef
+    links: list[LinkOut] = Field(description="Outgoing [[links]] (not embeds).")
+    embeds: list[LinkOut] = Field(description="Outgoing ![[embeds]].")
+    backlinks: list[BacklinkOut] = Field(description="Links and embeds from other notes.")
+
+
+class SourceInfo(BaseModel):
+    name: str
+    kind: str
+    configured: bool
+    path: str | None = Field(description="Folder on the server (stdio only).")
+    files: int
+    documents: int
+    chunks: int
+    last_indexed_at: str | None
+
+
+class ListSourcesOutput(BaseModel):
+    sources: list[SourceInfo]
+
+
+class FileIssueOut(BaseModel):
+    path: str
+    severity: str
+    message: str
+
+
+class SourceStatusOut(SourceInfo):
+    last_run_id: str | None
+    pending_changes: dict[str, int] | None = Field(
+        description="Files new/changed/deleted on disk since the last index run."
+    )
+    pending_error: str | None
+    errors: list[FileIssueOut]
+    skipped: list[FileIssueOut]
+    warnings: list[FileIssueOut]
+
+
+class StatusOutput(BaseModel):
+    embedder: str | None
+    building_embedder: str | None = Field(
+        description="An embedder whose vectors are being built (search uses the old ones)."
+    )
+    sources: list[SourceStatusOut]
+
+
+class ReindexOutput(BaseModel):
+    """The outcome of one indexing run of a source."""
+
+    source: str
+    via: str = Field(description="'dagster' (the running `ragline ui`) or 'in-process'.")
+    run_id: str | None
+    status: str = Field(description="SUCCESS, FAILURE, CANCELED, or QUEUED/STARTED on timeout.")
+    success: bool | None = Field(description="None while the run is still going.")
+    seconds: float
+    error: str | None
+    summary: str = Field(description="One line for people.")
+    assets: dict[str, dict[str, Any]] = Field(description="Per asset: its run metadata counts.")
+    run_url: str | None = Field(description="The run in the Dagster UI, when launched there.")
+    documents: int | None = Field(description="Documents of the source after the run.")
+    chunks: int | None = Field(description="Chunks of the source after the run.")

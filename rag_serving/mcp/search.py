@@ -1,0 +1,163 @@
+"""``search`` limited to the sources a caller may see.
+
+For a restricted caller, filters are validated against a vocabulary built from the
+visible sources only, so an invisible source (or a tag or kind only it has) fails
+exactly like a name that does not exist, and close-match suggestions never name it.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, replace
+from typing import Any
+
+from rag_serving.mcp.auth import Access
+from rag_serving.mcp.models import Hit, SearchOutput
+from rag_serving.search.engine import Mode, SearchEngine, SearchHit
+from rag_serving.search.filters import (
+    IndexVocabulary,
+    SearchFilters,
+    expand_tags,
+    parse_date,
+    validate_filters,
+)
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """A search as the tool received it."""
+
+    query: str
+    k: int | None = None
+    mode: Mode | None = None
+    sources: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    path_prefix: str | None = None
+    tags: tuple[str, ...] = ()
+    after: str | None = None
+    before: str | None = None
+
+    def filters(self) -> SearchFilters:
+        return SearchFilters(
+            sources=self.sources,
+            kinds=self.kinds,
+            path_prefix=self.path_prefix,
+            tags=self.tags,
+            after=parse_date(self.after, "after") if self.after else None,
+            before=parse_date(self.before, "before") if self.before else None,
+        )
+
+
+class VisibleVocabularies:
+    """Per set of visible sources: the names a filter may use (cached per index version)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cache: dict[frozenset[str], tuple[int, IndexVocabulary]] = {}
+
+    def get(self, engine: SearchEngine, sources: frozenset[str]) -> IndexVocabulary:
+        store = engine.store
+        version = store.documents().version if store.table_exists("documents") else -1
+        with self._lock:
+            cached = self._cache.get(sources)
+            if cached and cached[0] == version:
+                return cached[1]
+        docs = store.read("documents", columns=["source", "kind", "tags"]).to_pylist()
+        configured = [s for s in engine.config.sources if s.name in sources]
+        tags: set[str] = set()
+        for row in docs:
+            if row["source"] in sources:
+                tags.update(expand_tags(row["tags"] or []))
+        vocabulary = IndexVocabulary(
+            sources=frozenset(r["source"] for r in docs if r["source"] in sources)
+            | {s.name for s in configured},
+            kinds=frozenset(r["kind"] for r in docs if r["source"] in sources)
+            | {s.kind for s in configured},
+            tags=frozenset(tags),
+        )
+        with self._lock:
+            self._cache[sources] = (version, vocabulary)
+        return vocabulary
+
+
+def run_search(
+    engine: SearchEngine,
+    access: Access,
+    request: SearchRequest,
+    vocabularies: VisibleVocabularies,
+) -> SearchOutput:
+    """Search as ``access`` may: only its sources, failing loudly on unknown names."""
+    filters = request.filters()
+    if access.sources is not None:
+        vocabulary = vocabularies.get(engine, access.sources)
+        filters = validate_filters(filters, vocabulary)
+        if not filters.sources:
+            if not vocabulary.sources:
+                return _output(request, engine, filters, [])
+            filters = replace(filters, sources=tuple(sorted(vocabulary.sources)))
+    result = engine.search(request.query, k=request.k, filters=filters, mode=request.mode)
+    hits = [hit for hit in result.hits if access.can_see(hit.source)]
+    return _output(request, engine, result.filters, hits, result.mode)
+
+
+def _output(
+    request: SearchRequest,
+    engine: SearchEngine,
+    filters: SearchFilters,
+    hits: list[SearchHit],
+    mode: str | None = None,
+) -> SearchOutput:
+    return SearchOutput(
+        query=request.query,
+        mode=mode or request.mode or engine.config.search.mode,
+        filters=_filters_json(filters, request),
+        hits=[hit_out(hit) for hit in hits],
+    )
+
+
+def _filters_json(filters: SearchFilters, request: SearchRequest) -> dict[str, Any]:
+    """The filters the caller asked for, normalised (never the implicit visible-source list)."""
+    out: dict[str, Any] = {}
+    if request.sources:
+        out["sources"] = list(filters.sources)
+    if filters.kinds:
+        out["kinds"] = list(filters.kinds)
+    if filters.path_prefix:
+        out["path_prefix"] = filters.path_prefix
+    if filters.tags:
+        out["tags"] = list(filters.tags)
+    if filters.after:
+        out["after"] = filters.after.isoformat()
+    if filters.before:
+        out["before"] = filters.before.isoformat()
+    return out
+
+
+def obsidian_anchor(path: str, heading: str) -> str:
+    """``[[note#Heading#Sub]]`` for a chunk (the note without its extension)."""
+    note = path.rsplit(".", 1)[0] if path.lower().endswith((".md", ".markdown")) else path
+    parts = [part for part in heading.split(" > ") if part] if heading else []
+    return "[[" + "#".join([note, *parts]) + "]]"
+
+
+def hit_out(hit: SearchHit) -> Hit:
+    """A search hit as the tool returns it."""
+    return Hit(
+        rank=hit.rank,
+        score=round(hit.score, 6),
+        source=hit.source,
+        kind=hit.kind,
+        path=hit.path,
+        title=hit.title,
+        heading=hit.anchor,
+        anchor=obsidian_anchor(hit.path, hit.anchor),
+        line_start=hit.line_start,
+        line_end=hit.line_end,
+        snippet=hit.snippet,
+        chunk_id=hit.chunk_id,
+        doc_id=hit.doc_id,
+        modified=hit.modified.isoformat() if hit.modified else None,
+        indexed_at=hit.indexed_at.isoformat() if hit.indexed_at else None,
+        stale=hit.stale is not None,
+        stale_reason=hit.stale,
+    )

@@ -1,0 +1,275 @@
+"""What the MCP tools do, for a given caller: one warm ``SearchEngine`` behind them.
+
+The engine is opened once and kept; it sees index versions written by other
+processes on its own (LanceDB read consistency, Tantivy reload, manifest re-read).
+Every method takes the caller's ``Access`` and never returns a source it cannot see.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from rag_serving.config import RaglineConfig
+from rag_serving.mcp.auth import Access
+from rag_serving.mcp.documents import check_source, locate
+from rag_serving.mcp.excerpts import Body
+from rag_serving.mcp.links import Edge, LinkGraphCache, Note
+from rag_serving.mcp.models import (
+    BacklinkOut,
+    DocRef,
+    FileIssueOut,
+    LinkOut,
+    ListSourcesOutput,
+    NeighborsOutput,
+    OpenOutput,
+    ReindexOutput,
+    SearchOutput,
+    SourceInfo,
+    SourceStatusOut,
+    StatusOutput,
+)
+from rag_serving.mcp.reindex import Reindexer
+from rag_serving.mcp.search import SearchRequest, VisibleVocabularies, run_search
+from rag_serving.search.engine import SearchEngine
+from rag_serving.status import SourceStatus, index_status
+
+
+class RaglineService:
+    """The index as the MCP tools see it."""
+
+    def __init__(self, config: RaglineConfig):
+        self.config = config
+        self._engine: SearchEngine | None = None
+        self._engine_lock = threading.Lock()
+        self._read_lock = threading.Lock()  # one reader at a time on the shared engine
+        self._vocabularies = VisibleVocabularies()
+        self._links = LinkGraphCache()
+        self.reindexer = Reindexer(config)
+
+    @property
+    def engine(self) -> SearchEngine:
+        """The warm engine (opened on first use; retried while there is no index yet)."""
+        with self._engine_lock:
+            if self._engine is None:
+                self._engine = SearchEngine(self.config)
+            return self._engine
+
+    def warm(self) -> None:
+        """Open the index and load the query embedder, so the first search is fast."""
+        engine = self.engine
+        engine.refresh()
+        _ = engine.embedder.embed_query("warm up")
+
+    # ---- tools ---------------------------------------------------------------
+
+    def search(self, access: Access, request: SearchRequest) -> SearchOutput:
+        engine = self.engine
+        with self._read_lock:
+            return run_search(engine, access, request, self._vocabularies)
+
+    def open(
+        self,
+        access: Access,
+        *,
+        id: str | None = None,
+        source: str | None = None,
+        path: str | None = None,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        section: str | None = None,
+        max_lines: int = 400,
+    ) -> OpenOutput:
+        engine = self.engine
+        with self._read_lock:
+            engine.refresh()
+            found = locate(
+                engine.store,
+                self._table(),
+                access,
+                self._configured(),
+                id=id,
+                source=source,
+                path=path,
+            )
+            stale = engine.staleness([found.doc]).get(found.doc["doc_id"])
+        doc, chunk = found.doc, found.chunk
+        body = Body(doc["body"] or "", int(doc["body_start_line"] or 1))
+        chunk_range = (chunk["line_start"], chunk["line_end"], chunk["heading"]) if chunk else None
+        start, end, heading = body.choose_range(start_line, end_line, section, chunk_range)
+        excerpt = body.cut(start, end, max_lines, heading)
+        frontmatter = json.loads(doc["frontmatter_json"] or "{}") or None
+        return OpenOutput(
+            doc_id=doc["doc_id"],
+            chunk_id=chunk["chunk_id"] if chunk else None,
+            source=doc["source"],
+            kind=doc["kind"],
+            path=doc["path"],
+            title=doc["title"],
+            aliases=list(doc["aliases"] or []),
+            tags=list(doc["tags"] or []),
+            section=excerpt.section,
+            line_start=excerpt.line_start,
+            line_end=excerpt.line_end,
+            body_start_line=body.first_line,
+            last_line=body.last_line,
+            truncated=excerpt.truncated,
+            text=excerpt.text,
+            frontmatter=frontmatter if excerpt.line_start == body.first_line else None,
+            modified=_iso(doc["modified"]),
+            indexed_at=_iso(doc["indexed_at"]),
+            stale=stale is not None,
+            stale_reason=stale,
+        )
+
+    def neighbors(
+        self,
+        access: Access,
+        *,
+        id: str | None = None,
+        source: str | None = None,
+        path: str | None = None,
+    ) -> NeighborsOutput:
+        engine = self.engine
+        with self._read_lock:
+            engine.refresh()
+            doc = locate(
+                engine.store,
+                self._table(),
+                access,
+                self._configured(),
+                id=id,
+                source=source,
+                path=path,
+            ).doc
+            graph = self._links.get(engine.store)
+        note = graph.notes.get(doc["doc_id"]) or Note(
+            doc["doc_id"], doc["source"], doc["path"], doc["title"]
+        )
+        outgoing = [_link_out(edge, access) for edge in graph.outgoing.get(note.doc_id, [])]
+        backlinks = [
+            BacklinkOut(
+                source_note=_ref(edge.origin),
+                heading=edge.link.heading,
+                block=edge.link.block,
+                alias=edge.link.alias,
+                embed=edge.link.embed,
+                line=edge.link.line,
+            )
+            for edge in sorted(
+                graph.incoming.get(note.doc_id, []), key=lambda e: (e.origin.path, e.link.line)
+            )
+            if access.can_see(edge.origin.source)
+        ]
+        return NeighborsOutput(
+            note=_ref(note),
+            links=[link for link in outgoing if not link.embed],
+            embeds=[link for link in outgoing if link.embed],
+            backlinks=backlinks,
+        )
+
+    def list_sources(self, access: Access) -> ListSourcesOutput:
+        report = index_status(self._visible_config(access), check_pending=False)
+        return ListSourcesOutput(
+            sources=[
+                SourceInfo(**_source_fields(s, access))
+                for s in report.sources
+                if access.can_see(s.name)
+            ]
+        )
+
+    def status(self, access: Access) -> StatusOutput:
+        report = index_status(self._visible_config(access), check_pending=True)
+        sources = []
+        for s in report.sources:
+            if not access.can_see(s.name):
+                continue
+            data = s.as_json()
+            sources.append(
+                SourceStatusOut(
+                    **_source_fields(s, access),
+                    last_run_id=s.last_run_id,
+                    pending_changes=data["pending_changes"],
+                    pending_error=s.pending_error,
+                    errors=[FileIssueOut(**i) for i in data["errors"]],
+                    skipped=[FileIssueOut(**i) for i in data["skipped"]],
+                    warnings=[FileIssueOut(**i) for i in data["warnings"]],
+                )
+            )
+        return StatusOutput(
+            embedder=report.embedder, building_embedder=report.building, sources=sources
+        )
+
+    def reindex(self, access: Access, source: str, full: bool, wait_s: float) -> ReindexOutput:
+        # Only configured sources can be indexed; an invisible one fails like an unknown one.
+        check_source(source, access, [s.name for s in self.config.sources])
+        outcome = self.reindexer.run(source, full, wait_s)
+        counts = next(
+            (s for s in index_status(self.config, check_pending=False).sources if s.name == source),
+            None,
+        )
+        return ReindexOutput(
+            source=outcome.source,
+            via=outcome.via,
+            run_id=outcome.run_id,
+            status=outcome.status,
+            success=outcome.success,
+            seconds=round(outcome.seconds, 2),
+            error=outcome.error,
+            summary=outcome.summary(),
+            assets=outcome.assets,
+            run_url=outcome.run_url,
+            documents=counts.documents if counts else None,
+            chunks=counts.chunks if counts else None,
+        )
+
+    # ---- helpers ---------------------------------------------------------------
+
+    def _table(self) -> str | None:
+        generation = self.engine.generation
+        return generation.table if generation else None
+
+    def _configured(self) -> list[str]:
+        return [s.name for s in self.config.sources]
+
+    def _visible_config(self, access: Access) -> RaglineConfig:
+        """The config with only the sources ``access`` may see (no scans of others)."""
+        if access.sources is None:
+            return self.config
+        sources = [s for s in self.config.sources if access.can_see(s.name)]
+        return self.config.model_copy(update={"sources": sources})
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _ref(note: Note) -> DocRef:
+    return DocRef(doc_id=note.doc_id, source=note.source, path=note.path, title=note.title)
+
+
+def _link_out(edge: Edge, access: Access) -> LinkOut:
+    resolved = edge.resolved if edge.resolved and access.can_see(edge.resolved.source) else None
+    return LinkOut(
+        target=edge.link.target,
+        heading=edge.link.heading,
+        block=edge.link.block,
+        alias=edge.link.alias,
+        embed=edge.link.embed,
+        line=edge.link.line,
+        resolved=_ref(resolved) if resolved else None,
+    )
+
+
+def _source_fields(s: SourceStatus, access: Access) -> dict[str, Any]:
+    return {
+        "name": s.name,
+        "kind": s.kind,
+        "configured": s.configured,
+        "path": s.path if access.local and s.path else None,
+        "files": s.files,
+        "documents": s.documents,
+        "chunks": s.chunks,
+        "last_indexed_at": _iso(s.last_indexed_at),
+    }

@@ -1,0 +1,188 @@
+"""The MCP tools: typed arguments, descriptions a model can act on, structured output.
+
+Each tool resolves the caller's access first (in the request's own task), then runs
+the index work in a worker thread. ragline's own errors reach the model as
+``ToolError`` messages it can read and act on.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Annotated, Literal, TypeVar
+
+import anyio.to_thread
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from rag_serving.errors import RaglineError
+from rag_serving.mcp.auth import Access
+from rag_serving.mcp.models import (
+    ListSourcesOutput,
+    NeighborsOutput,
+    OpenOutput,
+    ReindexOutput,
+    SearchOutput,
+    StatusOutput,
+)
+from rag_serving.mcp.search import SearchRequest
+from rag_serving.mcp.service import RaglineService
+
+T = TypeVar("T")
+AccessResolver = Callable[[], Access]
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+REINDEX = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+
+SEARCH_DESCRIPTION = """Search the user's indexed notes (hybrid BM25 + semantic search).
+
+Returns ranked chunks with what you need to cite them: source, path, heading,
+Obsidian anchor, line range, chunk_id and doc_id, and a `stale` flag when the file
+changed since it was indexed. Use `open` with a hit's chunk_id (or doc_id) to read
+the full text. Filters: `sources`/`kinds` match any of the given values, `tags`
+must all be present (a tag also matches its nested tags), `path_prefix` is relative
+to the source root, `after`/`before` compare the file's modification date
+(YYYY-MM-DD). An unknown source, kind or tag is an error that lists close matches;
+call `list_sources` to see the sources."""
+
+OPEN_DESCRIPTION = """Read an indexed note, or part of it, with its line numbers in the file.
+
+Name the note by `id` (a doc_id or chunk_id from `search` or `neighbors`) or by
+`source` + `path` (relative to the source root, as `search` returns it). Without a
+range, a chunk id returns that chunk's lines and a doc id the whole note. Narrow
+with `start_line`/`end_line` (file lines, inclusive) or `section` (a heading, or a
+heading path like 'Install > Linux' or 'Install#Linux'). Only indexed notes can be
+opened; the text is the indexed text (see `stale`)."""
+
+NEIGHBORS_DESCRIPTION = """The link graph around a note: its outgoing [[links]], its
+![[embeds]], and its backlinks (other notes linking to it), each resolved to the
+linked note's doc_id, title and path (or `resolved: null` when no indexed note
+matches). Name the note by `id` or `source` + `path`, as for `open`."""
+
+LIST_SOURCES_DESCRIPTION = """List the sources you can search (name, kind, number of
+files, documents and chunks, when each was last indexed)."""
+
+STATUS_DESCRIPTION = """Index health per source: counts, last indexed time and run,
+files changed on disk since then (pending changes), and files that failed to index
+(errors), were skipped, or have warnings."""
+
+REINDEX_DESCRIPTION = """Re-index one source now (e.g. after `status` shows pending
+changes) and report the outcome: counts of new, changed and deleted files, chunks
+embedded, and errors. Goes through the running Dagster UI when there is one,
+otherwise runs in-process. Waits up to `wait_seconds` (default 50, below common
+client timeouts); if the run is still going then, call `reindex` again for the same
+source to keep waiting — it does not start a second run."""
+
+
+def register_tools(server: MCPServer, service: RaglineService, resolve: AccessResolver) -> None:
+    """Add ragline's tools to ``server``; ``resolve`` names the caller's access."""
+
+    async def call(fn: Callable[..., T], /, **kwargs: object) -> T:
+        access = resolve()
+        try:
+            return await anyio.to_thread.run_sync(functools.partial(fn, access, **kwargs))
+        except RaglineError as exc:
+            raise ToolError(str(exc)) from exc
+
+    async def search(
+        query: Annotated[
+            str, Field(description="What to look for, in natural language or keywords.")
+        ],
+        k: Annotated[
+            int | None, Field(ge=1, le=100, description="Number of hits (default 10).")
+        ] = None,
+        mode: Annotated[
+            Literal["hybrid", "bm25", "vector"] | None,
+            Field(description="hybrid (default), bm25 (keywords) or vector (meaning)."),
+        ] = None,
+        sources: Annotated[list[str] | None, Field(description="Only these sources.")] = None,
+        kinds: Annotated[
+            list[str] | None, Field(description="Only these kinds, e.g. 'markdown'.")
+        ] = None,
+        path_prefix: Annotated[
+            str | None, Field(description="Only paths under this folder.")
+        ] = None,
+        tags: Annotated[
+            list[str] | None, Field(description="Only notes with all these tags.")
+        ] = None,
+        after: Annotated[
+            str | None, Field(description="Modified on or after (YYYY-MM-DD).")
+        ] = None,
+        before: Annotated[str | None, Field(description="Modified before (YYYY-MM-DD).")] = None,
+    ) -> SearchOutput:
+        request = SearchRequest(
+            query=query,
+            k=k,
+            mode=mode,
+            sources=tuple(sources or ()),
+            kinds=tuple(kinds or ()),
+            path_prefix=path_prefix,
+            tags=tuple(tags or ()),
+            after=after,
+            before=before,
+        )
+        return await call(service.search, request=request)
+
+    async def open_note(
+        id: Annotated[str | None, Field(description="A doc_id or chunk_id.")] = None,
+        source: Annotated[str | None, Field(description="Source name (with `path`).")] = None,
+        path: Annotated[str | None, Field(description="Path relative to the source root.")] = None,
+        start_line: Annotated[
+            int | None, Field(ge=1, description="First file line to return.")
+        ] = None,
+        end_line: Annotated[
+            int | None, Field(ge=1, description="Last file line to return.")
+        ] = None,
+        section: Annotated[str | None, Field(description="A heading or heading path.")] = None,
+        max_lines: Annotated[int, Field(ge=1, le=5000, description="Cap on returned lines.")] = 400,
+    ) -> OpenOutput:
+        return await call(
+            service.open,
+            id=id,
+            source=source,
+            path=path,
+            start_line=start_line,
+            end_line=end_line,
+            section=section,
+            max_lines=max_lines,
+        )
+
+    async def neighbors(
+        id: Annotated[str | None, Field(description="A doc_id or chunk_id.")] = None,
+        source: Annotated[str | None, Field(description="Source name (with `path`).")] = None,
+        path: Annotated[str | None, Field(description="Path relative to the source root.")] = None,
+    ) -> NeighborsOutput:
+        return await call(service.neighbors, id=id, source=source, path=path)
+
+    async def list_sources() -> ListSourcesOutput:
+        return await call(service.list_sources)
+
+    async def status() -> StatusOutput:
+        return await call(service.status)
+
+    async def reindex(
+        source: Annotated[str, Field(description="The source to index (see `list_sources`).")],
+        full: Annotated[
+            bool, Field(description="Re-read and re-chunk every file (vectors are reused).")
+        ] = False,
+        wait_seconds: Annotated[
+            float,
+            Field(ge=0, le=3600, description="Seconds to wait for the run to end (default 50)."),
+        ] = 50,
+    ) -> ReindexOutput:
+        return await call(service.reindex, source=source, full=full, wait_s=wait_seconds)
+
+    tools = (
+        (search, "search", "Search notes", SEARCH_DESCRIPTION, READ_ONLY),
+        (open_note, "open", "Open a note", OPEN_DESCRIPTION, READ_ONLY),
+        (neighbors, "neighbors", "Links around a note", NEIGHBORS_DESCRIPTION, READ_ONLY),
+        (list_sources, "list_sources", "List sources", LIST_SOURCES_DESCRIPTION, READ_ONLY),
+        (status, "status", "Index status", STATUS_DESCRIPTION, READ_ONLY),
+        (reindex, "reindex", "Re-index a source", REINDEX_DESCRIPTION, REINDEX),
+    )
+    for fn, name, title, description, hints in tools:
+        server.add_tool(fn, name=name, title=title, description=description, annotations=hints)

@@ -1,0 +1,117 @@
+"""``ragline mcp`` (serve the MCP server) and ``ragline mcp-config`` (client setup)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from rag_serving.config import RaglineConfig
+from rag_serving.errors import ConfigError
+
+
+def server_command(config: RaglineConfig) -> list[str]:
+    """The absolute command line that starts this project's stdio MCP server."""
+    if config.config_path is None:
+        raise ConfigError("the config was not loaded from a file")
+    venv_script = Path(sys.executable).parent / "ragline"
+    found = shutil.which("ragline")
+    if venv_script.is_file():
+        launcher = [str(venv_script)]
+    elif found:
+        launcher = [str(Path(found).absolute())]
+    else:
+        launcher = [sys.executable, "-m", "ragline.cli"]
+    return [*launcher, "--config", str(Path(config.config_path).absolute()), "mcp"]
+
+
+def desktop_config(config: RaglineConfig, name: str) -> dict[str, Any]:
+    """The ``mcpServers`` entry for Claude Desktop's ``claude_desktop_config.json``."""
+    command = server_command(config)
+    return {"mcpServers": {name: {"command": command[0], "args": command[1:]}}}
+
+
+def claude_code_line(config: RaglineConfig, name: str) -> str:
+    """A ``claude mcp add`` command line for Claude Code (stdio)."""
+    command = " ".join(shlex.quote(part) for part in server_command(config))
+    return f"claude mcp add --transport stdio --scope user {shlex.quote(name)} -- {command}"
+
+
+def claude_code_http_line(config: RaglineConfig, name: str) -> str:
+    """A ``claude mcp add`` line for the HTTP server (the token comes from $RAGLINE_MCP_TOKEN)."""
+    url = f"http://{config.mcp.host}:{config.mcp.port}/mcp"
+    return (
+        f"claude mcp add --transport http {shlex.quote(name)} {url} "
+        '--header "Authorization: Bearer $RAGLINE_MCP_TOKEN"'
+    )
+
+
+def register(cli: click.Group, handle_errors: Callable[..., Any], pass_context: Any) -> None:
+    """Add the ``mcp`` and ``mcp-config`` commands to ``cli``."""
+
+    @cli.command("mcp")
+    @click.option("--http", "http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
+    @click.option("--host", help="HTTP address (default: [mcp] host, 127.0.0.1).")
+    @click.option("--port", type=click.IntRange(1, 65535), help="HTTP port (default: [mcp] port).")
+    @click.option(
+        "--allowed-host", "allowed_hosts", multiple=True,
+        help="Another Host header to accept over HTTP (DNS-rebinding protection; repeatable).",
+    )  # fmt: skip
+    @click.option(
+        "--no-auth", is_flag=True,
+        help="HTTP without bearer tokens (loopback addresses only; full access).",
+    )  # fmt: skip
+    @pass_context
+    @handle_errors
+    def mcp(
+        ctx: Any,
+        http: bool,
+        host: str | None,
+        port: int | None,
+        allowed_hosts: tuple[str, ...],
+        no_auth: bool,
+    ) -> None:
+        """Run the MCP server (stdio by default; --http for streamable HTTP on /mcp)."""
+        config: RaglineConfig = ctx.config
+        if not http and (host or port or allowed_hosts or no_auth):
+            raise click.UsageError("--host, --port, --allowed-host and --no-auth need --http")
+        if http:
+            from rag_serving.mcp.server import run_http
+
+            run_http(
+                config,
+                host or config.mcp.host,
+                port or config.mcp.port,
+                no_auth=no_auth,
+                allowed_hosts=list(allowed_hosts),
+            )
+        else:
+            from rag_serving.mcp.server import run_stdio
+
+            run_stdio(config)
+
+    @cli.command("mcp-config")
+    @click.option("--name", default="ragline", show_default=True, help="Server name in the client.")
+    @click.option("--json", "as_json", is_flag=True, help="Print only the Claude Desktop JSON.")
+    @pass_context
+    @handle_errors
+    def mcp_config(ctx: Any, name: str, as_json: bool) -> None:
+        """Print ready-to-paste MCP settings for Claude Desktop and Claude Code."""
+        config: RaglineConfig = ctx.config
+        desktop = json.dumps(desktop_config(config, name), indent=2)
+        if as_json:
+            click.echo(desktop)
+            return
+        click.echo("# Claude Desktop: merge into claude_desktop_config.json, then restart it")
+        click.echo(desktop)
+        click.echo("\n# Claude Code (stdio):")
+        click.echo(claude_code_line(config, name))
+        if config.mcp.tokens:
+            click.echo("\n# Claude Code over HTTP (after `ragline mcp --http`):")
+            click.echo(claude_code_http_line(config, name))

@@ -1,0 +1,197 @@
+"""`ragline mcp --http` in a real subprocess: bearer tokens, per-user source visibility,
+DNS-rebinding protection. The server reads the shared sample index (never writes)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from rag_serving.config import RaglineConfig
+
+ALICE = "alice-token-0123456789abcdef"  # notes only
+BOB = "bob-token-fedcba9876543210xyz"  # journal only, given through an environment variable
+CAROL = "carol-token-everything-0123456"  # every source
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def write_token_config(directory: Path, config: RaglineConfig) -> Path:
+    """A config over the sample index's data dir and sources, plus [mcp] tokens."""
+    import tomli_w
+
+    sources = [
+        {"name": s.name, "kind": s.kind, "path": str(s.path), "exclude": list(s.exclude)}
+        for s in config.sources
+    ]
+    payload = {
+        "data_dir": str(config.data_dir),
+        "sources": sources,
+        "mcp": {
+            "tokens": [
+                {"user": "alice", "token": ALICE, "sources": ["notes"]},
+                {"user": "bob", "token_env": "RAGLINE_TEST_BOB_TOKEN", "sources": ["journal"]},
+                {"user": "carol", "token": CAROL, "sources": ["*"]},
+            ]
+        },
+    }
+    path = directory / "ragline.toml"
+    path.write_bytes(tomli_w.dumps(payload).encode())
+    return path
+
+
+@pytest.fixture(scope="module")
+def url(sample_index: RaglineConfig, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    config = write_token_config(tmp_path_factory.mktemp("mcp-http"), sample_index)
+    port = free_port()
+    env = dict(os.environ, RAGLINE_TEST_BOB_TOKEN=BOB)
+    command = [sys.executable, "-m", "ragline.cli", "--config", str(config), "mcp", "--http"]
+    proc = subprocess.Popen(
+        [*command, "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise AssertionError(proc.stderr.read().decode() if proc.stderr else "exited")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def call(url: str, token: str, name: str, arguments: dict[str, Any], mode: str = "auto") -> Any:
+    """Call one tool over HTTP as the holder of ``token``."""
+
+    async def run() -> Any:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=60) as http,
+            Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+        ):
+            result = await client.call_tool(name, arguments)
+        if result.is_error:
+            return {"error": result.content[0].text}
+        return result.structured_content
+
+    return anyio.run(run)
+
+
+def post(url: str, headers: dict[str, str]) -> httpx2.Response:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    accept = {"Accept": "application/json, text/event-stream", **headers}
+    return httpx2.post(url, json=body, headers=accept, timeout=30)
+
+
+def test_missing_or_wrong_token_is_401(url: str) -> None:
+    assert post(url, {}).status_code == 401
+    wrong = post(url, {"Authorization": "Bearer alice-token-0123456789abcdeX"})
+    assert wrong.status_code == 401
+    assert wrong.headers["www-authenticate"].startswith("Bearer")
+    assert post(url, {"Authorization": f"Basic {ALICE}"}).status_code == 401
+
+
+def test_dns_rebinding_protection_stays_on(url: str) -> None:
+    evil = post(url, {"Authorization": f"Bearer {ALICE}", "Host": "evil.example:80"})
+    assert evil.status_code == 421
+    origin = post(url, {"Authorization": f"Bearer {ALICE}", "Origin": "http://evil.example"})
+    assert origin.status_code == 403
+
+
+def test_each_token_sees_only_its_sources(url: str) -> None:
+    names = lambda token: {s["name"] for s in call(url, token, "list_sources", {})["sources"]}  # noqa: E731
+    assert names(ALICE) == {"notes"}
+    assert names(BOB) == {"journal"}
+    assert names(CAROL) == {"notes", "journal"}
+    status = call(url, ALICE, "status", {})
+    assert [s["name"] for s in status["sources"]] == ["notes"]
+    assert all(s["path"] is None for s in status["sources"])  # no server paths over HTTP
+
+    hits = call(url, ALICE, "search", {"query": "glacier hiking borrow checker", "k": 10})["hits"]
+    assert {h["source"] for h in hits} <= {"notes"}
+    hits = call(url, BOB, "search", {"query": "glacier hiking", "k": 10})["hits"]
+    assert hits and {h["source"] for h in hits} == {"journal"}
+
+
+def test_legacy_sessions_keep_each_users_access(url: str) -> None:
+    """The handshake-era transport (a session per client) resolves the same users."""
+    for token, expected in ((ALICE, ["notes"]), (BOB, ["journal"])):
+        out = call(url, token, "list_sources", {}, mode="legacy")
+        assert [s["name"] for s in out["sources"]] == expected
+
+
+def _masked(error: str, name: str) -> str:
+    return error.replace(name, "NAME")
+
+
+def test_an_invisible_source_fails_exactly_like_an_unknown_one(url: str) -> None:
+    hidden = call(url, ALICE, "search", {"query": "rust", "sources": ["journal"]})["error"]
+    unknown = call(url, ALICE, "search", {"query": "rust", "sources": ["zzzzzzz"]})["error"]
+    assert "unknown source 'journal'" in hidden
+    assert _masked(hidden, "journal") == _masked(unknown, "zzzzzzz")
+    # A tag only the invisible source has is unknown too, and never suggested.
+    tag = call(url, ALICE, "search", {"query": "rust", "tags": ["programming"]})["error"]
+    assert "unknown tag 'programming'" in tag and "journal" not in tag
+    near = call(url, ALICE, "search", {"query": "x", "sources": ["journl"]})["error"]
+    assert "journal" not in near.replace("journl", "")
+    reindex = call(url, ALICE, "reindex", {"source": "journal"})["error"]
+    assert _masked(reindex, "journal") == _masked(
+        call(url, ALICE, "reindex", {"source": "zzzzzzz"})["error"], "zzzzzzz"
+    )
+
+
+def test_another_users_document_cannot_be_opened(url: str) -> None:
+    hit = call(url, BOB, "search", {"query": "borrow checker", "k": 1})["hits"][0]
+    assert hit["source"] == "journal"
+    fake = "0123456789abcdef0123456789abcdef"
+    for key in (hit["doc_id"], hit["chunk_id"]):
+        for tool in ("open", "neighbors"):
+            denied = call(url, ALICE, tool, {"id": key})["error"]
+            assert _masked(denied, key) == _masked(
+                call(url, ALICE, tool, {"id": fake})["error"], fake
+            )
+    by_path = call(url, ALICE, "open", {"source": "journal", "path": hit["path"]})["error"]
+    unknown = call(url, ALICE, "open", {"source": "zzzzzzz", "path": hit["path"]})["error"]
+    assert _masked(by_path, "journal") == _masked(unknown, "zzzzzzz")
+    # The owner can open it, by id and by path.
+    assert call(url, BOB, "open", {"id": hit["doc_id"]})["source"] == "journal"
+    assert (
+        call(url, BOB, "open", {"source": "journal", "path": hit["path"]})["doc_id"]
+        == hit["doc_id"]
+    )
+
+
+def test_links_stay_within_visible_sources(url: str) -> None:
+    out = call(url, ALICE, "neighbors", {"source": "notes", "path": "finance/Budget.md"})
+    assert out["links"][0]["resolved"]["path"] == "Sourdough starter.md"
+    sources = {b["source_note"]["source"] for b in out["backlinks"]}
+    assert sources <= {"notes"}

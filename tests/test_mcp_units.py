@@ -1,0 +1,134 @@
+"""The MCP server's pure parts: link resolution, line ranges, paths, tokens, markers."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from rag_serving.config import McpToken, RaglineConfig
+from rag_serving.errors import ConfigError
+from rag_serving.mcp.auth import ConfigTokenVerifier, access_from_token
+from rag_serving.mcp.dagster_client import WEBSERVER_MARKER, running_webserver
+from rag_serving.mcp.documents import normalize_path
+from rag_serving.mcp.excerpts import Body, RangeError
+from rag_serving.mcp.links import LinkGraph
+from rag_serving.mcp.search import obsidian_anchor
+
+
+def _doc(
+    doc_id: str, path: str, links: list[dict[str, Any]] | None = None, **extra: Any
+) -> dict[str, Any]:
+    base = {"heading": None, "block": None, "alias": None, "embed": False, "line": 1}
+    full = [base | link for link in links or []]
+    return {
+        "doc_id": doc_id,
+        "source": extra.get("source", "vault"),
+        "path": path,
+        "title": Path(path).stem,
+        "aliases": extra.get("aliases", []),
+        "links_json": json.dumps(full),
+    }
+
+
+def test_links_resolve_like_obsidian() -> None:
+    graph = LinkGraph.build(
+        [
+            _doc(
+                "a",
+                "projects/Plan.md",
+                [
+                    {"target": "Ideas"},  # same folder wins over the shorter path
+                    {"target": "../Home.md"},  # a relative Markdown link
+                    {"target": "archive/Old"},  # a path suffix
+                    {"target": "hq"},  # an alias
+                    {"target": ""},  # [[#Heading]] inside the note
+                    {"target": "Missing"},
+                    {"target": "Elsewhere"},  # only in another source
+                ],
+            ),
+            _doc("b", "projects/Ideas.md"),
+            _doc("c", "Ideas.md"),
+            _doc("d", "Home.md", aliases=["HQ"]),
+            _doc("e", "notes/archive/Old.md"),
+            _doc("f", "Elsewhere.md", source="other"),
+        ]
+    )
+    resolved = [edge.resolved.doc_id if edge.resolved else None for edge in graph.outgoing["a"]]
+    assert resolved == ["b", "d", "e", "d", "a", None, None]
+    assert [edge.origin.doc_id for edge in graph.incoming["d"]] == ["a", "a"]
+    assert "a" not in graph.incoming  # a link within the note is no backlink
+
+
+def test_body_keeps_file_line_numbers() -> None:
+    body = Body("# A\n\none\n\n## B\n\ntwo\n\n# C\nthree\n", first_line=5)
+    assert body.last_line == 14
+    assert body.cut(7, 7, 100).text == "one"
+    assert body.cut(1, 6, 100).line_start == 5  # the frontmatter lines are not in the body
+    cut = body.cut(5, 14, 3)
+    assert (cut.line_end, cut.truncated) == (7, True)
+    with pytest.raises(RangeError, match="frontmatter"):
+        body.cut(1, 4, 100)
+    with pytest.raises(RangeError, match="past the end"):
+        body.cut(15, 20, 100)
+    sections = {s.title: (s.line_start, s.line_end) for s in body.sections()}
+    assert sections == {"A": (5, 12), "A > B": (9, 12), "C": (13, 14)}
+    assert body.section("a#b").title == "A > B"
+    with pytest.raises(RangeError, match="its headings: 'A', 'A > B', 'C'"):
+        body.section("D")
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("notes/a.md", "notes/a.md"),
+        ("./notes//a.md", "notes/a.md"),
+        ("/etc/passwd", "etc/passwd"),  # looked up in the index only: never found
+        ("notes/../../secret.md", None),
+        ("..", None),
+        ("a\\..\\..\\b.md", None),
+        ("", None),
+    ],
+)
+def test_paths_never_leave_the_source(given: str, expected: str | None) -> None:
+    assert normalize_path(given) == expected
+
+
+def test_obsidian_anchor() -> None:
+    assert obsidian_anchor("dir/Note.md", "A > B") == "[[dir/Note#A#B]]"
+    assert obsidian_anchor("Note.md", "") == "[[Note]]"
+
+
+def test_token_verifier(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAGLINE_UNIT_TOKEN", "env-token-0123456789abcdef")
+    verifier = ConfigTokenVerifier(
+        [
+            McpToken(user="ann", token="literal-token-0123456789", sources=["notes"]),
+            McpToken(user="ben", token_env="RAGLINE_UNIT_TOKEN"),
+        ]
+    )
+    ann = anyio.run(verifier.verify_token, "literal-token-0123456789")
+    assert ann is not None and ann.token != "literal-token-0123456789"  # no secret echoed
+    assert access_from_token(ann).sources == frozenset({"notes"})
+    ben = anyio.run(verifier.verify_token, "env-token-0123456789abcdef")
+    assert access_from_token(ben).sources is None and access_from_token(ben).user == "ben"
+    assert anyio.run(verifier.verify_token, "literal-token-012345678") is None
+    assert access_from_token(None).sources == frozenset()  # no token: nothing visible
+    monkeypatch.delenv("RAGLINE_UNIT_TOKEN")
+    with pytest.raises(ConfigError, match="RAGLINE_UNIT_TOKEN"):
+        ConfigTokenVerifier([McpToken(user="ben", token_env="RAGLINE_UNIT_TOKEN")])
+
+
+def test_webserver_marker_needs_a_live_process(tmp_path: Path) -> None:
+    config = RaglineConfig(data_dir=tmp_path)
+    marker = tmp_path / "dagster" / WEBSERVER_MARKER
+    assert running_webserver(config) is None
+    marker.parent.mkdir()
+    marker.write_text(json.dumps({"url": "http://127.0.0.1:3999/", "pid": os.getpid()}))
+    assert running_webserver(config) == "http://127.0.0.1:3999"
+    marker.write_text(json.dumps({"url": "http://127.0.0.1:3999", "pid": 2**22 + 12345}))
+    assert running_webserver(config) is None  # `ragline ui` was killed: stale marker
