@@ -70,34 +70,43 @@ def render_status(status: IndexStatus) -> None:
     console.print(
         f"[bold]Index[/] {escape(status.data_dir)}  embedder: {status.embedder or 'none yet'}"
     )
+    if status.building:
+        console.print(
+            f"[yellow]Building vectors for {status.building}; search uses the embedder "
+            "above until every source is done.[/]"
+        )
     table = Table(show_edge=False)
-    for column in (
+    columns = (
         "source",
         "kind",
         "files",
         "documents",
         "chunks",
         "last indexed",
+        "pending",
         "errors",
         "skipped",
-    ):
+    )
+    for column in columns:
         table.add_column(column)
     for s in status.sources:
         errors = sum(1 for i in s.issues if i.severity == "error")
         skipped = sum(1 for i in s.issues if i.severity == "skipped")
         name = s.name if s.configured else f"{s.name} (not configured)"
-        last = s.last_indexed_at.strftime("%Y-%m-%d %H:%M:%S UTC") if s.last_indexed_at else "never"
+        last = s.last_indexed_at.strftime("%Y-%m-%d %H:%M UTC") if s.last_indexed_at else "never"
         table.add_row(
             escape(name), s.kind, str(s.files), str(s.documents), str(s.chunks), last,
-            _pending(s),
-            f"[red]{errors}[/]" if errors else "0", str(skipped),
+            _pending(s), f"[red]{errors}[/]" if errors else "0", str(skipped),
         )  # fmt: skip
     console.print(table)
     for s in status.sources:
+        if s.pending_error:
+            console.print(f"  [red]unreadable[/] {escape(s.name)}: {escape(s.pending_error)}")
         for issue in s.issues:
             if issue.severity == "warning":
                 continue
             colour = "red" if issue.severity == "error" else "yellow"
             console.print(
-                f"  [{colour}]{issue.severity}[/] {escape(s.name)}:{escape(issue.path)}: {escape(issue.message)}"
+                f"  [{colour}]{issue.severity}[/] {escape(s.name)}:{escape(issue.path)}: "
+                f"{escape(issue.message)}"
             )
