@@ -30,5 +30,5 @@ bench: setup-dev
 	rm -rf $(BENCH)/hub-vault $(BENCH)/hub && mkdir -p $(BENCH) && cp -a $(HUB) $(BENCH)/hub-vault
 	.venv/bin/python benchmarks/index_throughput.py --vault $(BENCH)/hub-vault --data-dir $(BENCH)/hub
 	.venv/bin/python benchmarks/query_latency.py --vault $(BENCH)/hub-vault --data-dir $(BENCH)/hub
-	.venv/bin/python benchmarks/mcp_latency.py --data-dir $(BENCH)/hub --vault $(BENCH)/hub-vault
+	.venv/bin/python benchmarks/mcp_latency.py --data-dir $(BENCH)/hub
 	.venv/bin/python benchmarks/freshness.py --vault $(BENCH)/hub-vault --data-dir $(BENCH)/hub
