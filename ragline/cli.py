@@ -202,6 +202,9 @@ def _register_groups() -> None:
     from ragline import mcp_command
 
     mcp_command.register(cli, handle_errors, pass_context)
+    from ragline import eval_command
+
+    eval_command.register(cli, handle_errors, pass_context)
 
 
 _register_groups()
