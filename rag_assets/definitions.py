@@ -1,6 +1,6 @@
 """The ragline code location (``workspace.yaml`` and ``dagster dev -m`` point here)."""
 
-from dagster import Definitions
+from dagster import Definitions, in_process_executor
 
 from rag_assets.assets import INDEXING_ASSETS
 from rag_assets.jobs import index_source_job, maintenance_job
@@ -36,4 +36,8 @@ defs = Definitions(
         build_maintenance_schedule(_settings.maintenance_cron, _settings.timezone),
     ],
     resources=default_resources(),
+    # Every job, including the implicit one behind "Materialize" in the UI, runs its
+    # steps in the run's own process: the model loads once per run, and the process
+    # recorded on the run (see recovery.py) is the one doing the work.
+    executor=in_process_executor,
 )

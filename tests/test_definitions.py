@@ -35,6 +35,8 @@ def test_definitions_have_the_partitioned_chain() -> None:
 def test_index_job_runs_in_process() -> None:
     job = defs.resolve_job_def(INDEX_JOB_NAME)
     assert job.executor_def.name == "in_process"
+    # The implicit asset job the UI's "Materialize" button launches, too.
+    assert defs.resolve_implicit_global_asset_job_def().executor_def.name == "in_process"
     assert job.partitions_def is not None and job.partitions_def.name == "sources"
 
 
