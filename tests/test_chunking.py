@@ -294,7 +294,7 @@ def test_heading_anchor() -> None:
 @pytest.mark.shared_data
 def test_vault_chunking_guarantees(count: Counter) -> None:
     if not VAULT.is_dir():
-        pytest.skip(f"shared data not found at {VAULT}")
+        pytest.fail(f"shared data not found at {VAULT}; deselect with -m 'not shared_data'")
     paths = sorted(VAULT.rglob("*.md"))
     assert len(paths) > 100
     total = 0
@@ -313,7 +313,7 @@ def test_vault_chunking_guarantees(count: Counter) -> None:
 @pytest.mark.shared_data
 def test_vault_known_note_chunks(count: Counter) -> None:
     if not VAULT.is_dir():
-        pytest.skip(f"shared data not found at {VAULT}")
+        pytest.fail(f"shared data not found at {VAULT}; deselect with -m 'not shared_data'")
     rel = "Linking notes and files/Aliases.md"
     note = parse_markdown((VAULT / rel).read_bytes(), rel)
     chunks = chunk_note(note, count, TARGET, MAX)

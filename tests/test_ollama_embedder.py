@@ -287,7 +287,9 @@ def test_the_estimate_over_counts_real_prose_and_code_against_minilm() -> None:
     help_dir = SHARED_DATA / "corpora" / "obsidian-help-en"
     cosqa = SHARED_DATA / "eval" / "cosqa" / "corpus.jsonl"
     if not help_dir.is_dir() or not cosqa.is_file():
-        pytest.skip(f"shared data not found under {SHARED_DATA}")
+        pytest.fail(
+            f"shared data not found under {SHARED_DATA}; deselect with -m 'not shared_data'"
+        )
     prose = [
         paragraph
         for path in sorted(help_dir.rglob("*.md"))
