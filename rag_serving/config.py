@@ -90,6 +90,7 @@ class SearchConfig(_Strict):
 
     k: int = Field(default=10, ge=1, le=1000)
     mode: Literal["hybrid", "bm25", "vector"] = "hybrid"
+    fusion: Literal["rrf", "convex"] = "rrf"
     rrf_k: int = Field(default=60, ge=1)
     candidates: int = Field(default=50, ge=1, le=10000)
     weights: SearchWeights = SearchWeights()

@@ -69,3 +69,25 @@ def test_single_list_keeps_order_and_scores() -> None:
     hits = single_list(RankedList("vector", ["p", "q"], [0.9, 0.4]))
     assert [(h.id, h.score) for h in hits] == [("p", 0.9), ("q", 0.4)]
     assert hits[1].explain["vector"].rank == 2
+
+
+def test_convex_fusion_uses_normalised_scores() -> None:
+    from rag_serving.search.fusion import convex_fusion
+
+    bm25 = RankedList("bm25", ["a", "b", "c"], [10.0, 9.5, 1.0], weight=0.5)
+    vector = RankedList("vector", ["c", "b", "a"], [0.9, 0.5, 0.1], weight=1.0)
+    hits = {h.id: h for h in convex_fusion([bm25, vector])}
+    assert hits["a"].score == pytest.approx(0.5 * 1.0 + 1.0 * 0.0)
+    assert hits["b"].score == pytest.approx(0.5 * (8.5 / 9.0) + 1.0 * 0.5)
+    assert hits["c"].score == pytest.approx(0.5 * 0.0 + 1.0 * 1.0)
+    assert [h.id for h in convex_fusion([bm25, vector])] == ["c", "b", "a"]
+    assert hits["b"].explain["bm25"].rank == 2
+    assert hits["b"].explain["vector"].contribution == pytest.approx(0.5)
+
+
+def test_convex_fusion_handles_flat_and_empty_lists() -> None:
+    from rag_serving.search.fusion import convex_fusion
+
+    flat = RankedList("bm25", ["x", "y"], [2.0, 2.0])
+    hits = convex_fusion([flat, RankedList("vector", [], [])])
+    assert [(h.id, h.score) for h in hits] == [("x", 1.0), ("y", 1.0)]

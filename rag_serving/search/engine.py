@@ -32,6 +32,7 @@ from rag_serving.search.filters import (
 from rag_serving.search.fusion import (
     FusedHit,
     RankedList,
+    convex_fusion,
     explain_as_dict,
     reciprocal_rank_fusion,
     single_list,
@@ -234,13 +235,15 @@ class SearchEngine:
         if mode in ("hybrid", "vector"):
             ids, sims = self._vector_search(query, filters, depth)
             lists.append(RankedList("vector", ids, sims, settings.weights.vector))
-        fused = (
-            reciprocal_rank_fusion(lists, k=settings.rrf_k)
-            if mode == "hybrid"
-            else single_list(lists[0])
-        )
+        fused = self._fuse(lists) if mode == "hybrid" else single_list(lists[0])
         hits = self._materialize(query, fused, k)
         return SearchResult(query, mode, filters, hits)
+
+    def _fuse(self, lists: list[RankedList]) -> list[FusedHit]:
+        settings = self.config.search
+        if settings.fusion == "convex":
+            return convex_fusion(lists)
+        return reciprocal_rank_fusion(lists, k=settings.rrf_k)
 
     def _vector_search(
         self, query: str, filters: SearchFilters, depth: int

@@ -1,4 +1,5 @@
-"""Weighted Reciprocal Rank Fusion, as a pure function with an explain trace."""
+"""Fusion of ranked lists as pure functions with an explain trace: weighted
+Reciprocal Rank Fusion and a convex combination of normalised scores."""
 
 from __future__ import annotations
 
@@ -51,6 +52,34 @@ def reciprocal_rank_fusion(lists: Sequence[RankedList], k: int = 60) -> list[Fus
             totals[doc_id] = totals.get(doc_id, 0.0) + contribution
             explains.setdefault(doc_id, {})[ranked.name] = ListContribution(
                 rank, float(score), contribution
+            )
+    best_rank = {d: min(c.rank for c in e.values()) for d, e in explains.items()}
+    order = sorted(totals, key=lambda d: (-totals[d], best_rank[d], d))
+    return [FusedHit(d, totals[d], explains[d]) for d in order]
+
+
+def convex_fusion(lists: Sequence[RankedList]) -> list[FusedHit]:
+    """Fuse lists by a weighted sum of min-max normalised scores:
+    ``score(d) = Σ_i w_i · (s_i(d) - min_i) / (max_i - min_i)`` (0 where ``d`` is not
+    in list i; a list whose scores are all equal normalises to 1).
+
+    Unlike RRF this keeps how far apart the scores are, so a confident retriever is
+    not outvoted by a weak one's rank order (Bruch et al., "An Analysis of Fusion
+    Functions for Hybrid Retrieval", 2023). Ties break by best rank, then id.
+    """
+    totals: dict[str, float] = {}
+    explains: dict[str, dict[str, ListContribution]] = {}
+    for ranked in lists:
+        if ranked.weight == 0 or not ranked.ids:
+            continue
+        low, high = min(ranked.scores), max(ranked.scores)
+        span = high - low
+        for position, (doc_id, score) in enumerate(zip(ranked.ids, ranked.scores, strict=True)):
+            normalised = (score - low) / span if span > 0 else 1.0
+            contribution = ranked.weight * normalised
+            totals[doc_id] = totals.get(doc_id, 0.0) + contribution
+            explains.setdefault(doc_id, {})[ranked.name] = ListContribution(
+                position + 1, float(score), contribution
             )
     best_rank = {d: min(c.rank for c in e.values()) for d, e in explains.items()}
     order = sorted(totals, key=lambda d: (-totals[d], best_rank[d], d))
