@@ -1,0 +1,100 @@
+"""Retrieval quality of every fusion setting tried, on the BEIR sets in
+../shared/data/eval, each measured with `ragline eval` on the same index.
+
+    python benchmarks/fusion_experiments.py [--eval-root /tmp/ragline-eval] [--sets cranfield,cisi,...]
+
+Each set's index is built once (by the first `ragline eval` with --data-dir) and
+reused for every setting: only search-time settings change between rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.report import SHARED_DATA, save
+
+SETS = {"scifact": "train", "cranfield": "test", "cisi": "test", "cosqa": "dev"}
+TARGETS = {"scifact": 0.72, "cranfield": 0.43, "cisi": 0.45, "cosqa": 0.61}
+ANCHORS = {  # issue 5: plain Tantivy BM25 / exact MiniLM / RRF k=60 equal, measured here
+    "scifact": (0.677, 0.660, 0.710), "cranfield": (0.371, 0.382, 0.413),
+    "cisi": (0.310, 0.419, 0.404), "cosqa": (0.383, 0.603, 0.532),
+}  # fmt: skip
+SETTINGS: dict[str, dict] = {
+    "rrf k=60, equal weights, depth 50 (default)": {},
+    "rrf k=60, equal weights, depth 100": {"candidates": 100},
+    "rrf k=60, bm25 weight 0.5": {"weights": {"bm25": 0.5, "vector": 1.0}},
+    "convex, equal weights": {"fusion": "convex"},
+    "convex, bm25 weight 0.5": {"fusion": "convex", "weights": {"bm25": 0.5, "vector": 1.0}},
+    "convex, bm25 weight 0.3": {"fusion": "convex", "weights": {"bm25": 0.3, "vector": 1.0}},
+}
+
+
+def run_eval(name: str, data_dir: Path, search: dict, mode: str, work: Path) -> list[dict]:
+    import tomli_w
+
+    config = work / f"{name}-{abs(hash(json.dumps(search, sort_keys=True)))}.toml"
+    config.write_bytes(tomli_w.dumps({"data_dir": str(work / "unused"), "search": search}).encode())
+    proc = subprocess.run(
+        [sys.executable, "-m", "ragline.cli", "--config", str(config), "eval",
+         str(SHARED_DATA / "eval" / name), "--split", SETS[name], "--mode", mode,
+         "--json", "--data-dir", str(data_dir)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise SystemExit(f"ragline eval {name} failed:\n{proc.stderr}")
+    return json.loads(proc.stdout)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--eval-root", type=Path, default=Path("/tmp/ragline-eval"))
+    parser.add_argument("--sets", default=",".join(SETS))
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="ragline-fusion-"))
+    results: dict[str, dict[str, float]] = {}
+    for name in args.sets.split(","):
+        data_dir = args.eval_root / name
+        singles = {r["mode"]: r for r in run_eval(name, data_dir, {}, "all", work)}
+        row = {"bm25 only": singles["bm25"]["ndcg@10"], "vector only": singles["vector"]["ndcg@10"]}
+        for label, search in SETTINGS.items():
+            row[label] = run_eval(name, data_dir, search, "hybrid", work)[0]["ndcg@10"]
+            print(name, label, row[label], flush=True)
+        results[name] = row
+    names = list(results)
+    labels = ["bm25 only", "vector only", *SETTINGS]
+    lines = [
+        "nDCG@10 per set (split); every setting runs on the same index of that set.",
+        "",
+        "| setting | " + " | ".join(f"{n} ({SETS[n]})" for n in names) + " |",
+        "|---|" + "---|" * len(names),
+        "| *anchor: plain Tantivy BM25 (issue 5)* | "
+        + " | ".join(f"{ANCHORS[n][0]:.3f}" for n in names)
+        + " |",
+        "| *anchor: exact MiniLM cosine (issue 5)* | "
+        + " | ".join(f"{ANCHORS[n][1]:.3f}" for n in names)
+        + " |",
+        "| *anchor: RRF k=60 equal (issue 5)* | "
+        + " | ".join(f"{ANCHORS[n][2]:.3f}" for n in names)
+        + " |",
+    ]
+    for label in labels:
+        cells = []
+        for n in names:
+            value = results[n][label]
+            mark = " ✓" if value >= TARGETS[n] and label not in ("bm25 only", "vector only") else ""
+            cells.append(f"{value:.3f}{mark}")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines.append("| **target** | " + " | ".join(f"≥ {TARGETS[n]:.2f}" for n in names) + " |")
+    save("fusion_experiments", {"ndcg@10": results}, "\n".join(lines),
+         "python benchmarks/fusion_experiments.py (after `ragline eval … --data-dir /tmp/ragline-eval/<set>`)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
