@@ -27,8 +27,8 @@ ANCHORS = {  # issue 5: plain Tantivy BM25 / exact MiniLM / RRF k=60 equal, meas
     "cisi": (0.310, 0.419, 0.404), "cosqa": (0.383, 0.603, 0.532),
 }  # fmt: skip
 SETTINGS: dict[str, dict] = {
-    "rrf k=60, equal weights, depth 50 (default)": {},
-    "rrf k=60, equal weights, depth 100": {"candidates": 100},
+    "rrf k=60, equal weights (default)": {},
+    "rrf k=20, equal weights": {"rrf_k": 20},
     "rrf k=60, bm25 weight 0.5": {"weights": {"bm25": 0.5, "vector": 1.0}},
     "convex, equal weights": {"fusion": "convex"},
     "convex, bm25 weight 0.5": {"fusion": "convex", "weights": {"bm25": 0.5, "vector": 1.0}},
@@ -70,7 +70,8 @@ def main() -> None:
     names = list(results)
     labels = ["bm25 only", "vector only", *SETTINGS]
     lines = [
-        "nDCG@10 per set (split); every setting runs on the same index of that set.",
+        "nDCG@10 per set (split); every setting runs on the same index of that set "
+        "(`ragline eval` reads 100 candidates per list whatever `[search] candidates` says).",
         "",
         "| setting | " + " | ".join(f"{n} ({SETS[n]})" for n in names) + " |",
         "|---|" + "---|" * len(names),
