@@ -36,7 +36,9 @@ SETTINGS: dict[str, dict] = {
 }
 
 
-def run_eval(name: str, data_dir: Path, search: dict, mode: str, work: Path) -> list[dict]:
+def run_eval(
+    name: str, data_dir: Path, search: dict, mode: str, work: Path, limit: int | None
+) -> list[dict]:
     import tomli_w
 
     config = work / f"{name}-{abs(hash(json.dumps(search, sort_keys=True)))}.toml"
@@ -44,7 +46,8 @@ def run_eval(name: str, data_dir: Path, search: dict, mode: str, work: Path) -> 
     proc = subprocess.run(
         [sys.executable, "-m", "ragline.cli", "--config", str(config), "eval",
          str(SHARED_DATA / "eval" / name), "--split", SETS[name], "--mode", mode,
-         "--json", "--data-dir", str(data_dir)],
+         "--json", "--data-dir", str(data_dir),
+         *(["--limit-queries", str(limit)] if limit else [])],
         capture_output=True, text=True,
     )  # fmt: skip
     if proc.returncode != 0:
@@ -56,16 +59,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--eval-root", type=Path, default=Path("/tmp/ragline-eval"))
     parser.add_argument("--sets", default=",".join(SETS))
+    parser.add_argument(
+        "--limit-queries", type=int, default=None, help="first N judged queries per set"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="ragline-fusion-"))
     results: dict[str, dict[str, float]] = {}
     for name in args.sets.split(","):
         data_dir = args.eval_root / name
-        singles = {r["mode"]: r for r in run_eval(name, data_dir, {}, "all", work)}
+        singles = {
+            r["mode"]: r for r in run_eval(name, data_dir, {}, "all", work, args.limit_queries)
+        }
         row = {"bm25 only": singles["bm25"]["ndcg@10"], "vector only": singles["vector"]["ndcg@10"]}
         for label, search in SETTINGS.items():
-            row[label] = run_eval(name, data_dir, search, "hybrid", work)[0]["ndcg@10"]
+            row[label] = run_eval(name, data_dir, search, "hybrid", work, args.limit_queries)[0][
+                "ndcg@10"
+            ]
             print(name, label, row[label], flush=True)
+        row["queries"] = singles["bm25"]["queries"]
         results[name] = row
     names = list(results)
     labels = ["bm25 only", "vector only", *SETTINGS]
@@ -93,6 +104,9 @@ def main() -> None:
             cells.append(f"{value:.3f}{mark}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines.append("| **target** | " + " | ".join(f"≥ {TARGETS[n]:.2f}" for n in names) + " |")
+    lines.append(
+        "| queries evaluated | " + " | ".join(str(results[n]["queries"]) for n in names) + " |"
+    )
     save("fusion_experiments", {"ndcg@10": results}, "\n".join(lines),
          "python benchmarks/fusion_experiments.py (after `ragline eval … --data-dir /tmp/ragline-eval/<set>`)")  # fmt: skip
 
