@@ -69,6 +69,15 @@ class RaglineService:
         with self._read_lock:
             return run_search(engine, access, request, self._vocabularies)
 
+    def _locate(self, access: Access, id: str | None, source: str | None, path: str | None) -> Any:
+        """The indexed document (and chunk) a tool names, as this caller may see it;
+        call with the read lock held."""
+        engine = self.engine
+        engine.refresh()
+        return locate(
+            engine.store, self._table(), access, self._configured(), id=id, source=source, path=path
+        )
+
     def open(
         self,
         access: Access,
@@ -83,16 +92,7 @@ class RaglineService:
     ) -> OpenOutput:
         engine = self.engine
         with self._read_lock:
-            engine.refresh()
-            found = locate(
-                engine.store,
-                self._table(),
-                access,
-                self._configured(),
-                id=id,
-                source=source,
-                path=path,
-            )
+            found = self._locate(access, id, source, path)
             stale = engine.staleness([found.doc]).get(found.doc["doc_id"])
         doc, chunk = found.doc, found.chunk
         body = Body(doc["body"] or "", int(doc["body_start_line"] or 1))
@@ -133,16 +133,7 @@ class RaglineService:
     ) -> NeighborsOutput:
         engine = self.engine
         with self._read_lock:
-            engine.refresh()
-            doc = locate(
-                engine.store,
-                self._table(),
-                access,
-                self._configured(),
-                id=id,
-                source=source,
-                path=path,
-            ).doc
+            doc = self._locate(access, id, source, path).doc
             graph = self._links.get(engine.store)
         note = graph.notes.get(doc["doc_id"]) or Note(
             doc["doc_id"], doc["source"], doc["path"], doc["title"]
