@@ -82,7 +82,7 @@ class ChunkingConfig(_Strict):
 
 class SearchWeights(_Strict):
     # Defaults measured with `ragline eval` (docs/benchmarks.md, fusion_experiments).
-    bm25: float = Field(default=0.5, ge=0)
+    bm25: float = Field(default=0.3, ge=0)
     vector: float = Field(default=1.0, ge=0)
 
 
@@ -91,9 +91,9 @@ class SearchConfig(_Strict):
 
     k: int = Field(default=10, ge=1, le=1000)
     mode: Literal["hybrid", "bm25", "vector"] = "hybrid"
-    fusion: Literal["rrf", "convex"] = "convex"
+    fusion: Literal["zscore", "convex", "rrf"] = "zscore"
     rrf_k: int = Field(default=60, ge=1)
-    candidates: int = Field(default=50, ge=1, le=10000)
+    candidates: int = Field(default=200, ge=1, le=10000)
     weights: SearchWeights = SearchWeights()
 
 

@@ -91,3 +91,30 @@ def test_convex_fusion_handles_flat_and_empty_lists() -> None:
     flat = RankedList("bm25", ["x", "y"], [2.0, 2.0])
     hits = convex_fusion([flat, RankedList("vector", [], [])])
     assert [(h.id, h.score) for h in hits] == [("x", 1.0), ("y", 1.0)]
+
+
+def test_zscore_fusion_divides_by_spread_and_gives_missing_ids_the_worst_value() -> None:
+    from rag_serving.search.fusion import zscore_fusion
+
+    # one outlying BM25 score: min-max would squash b and c together near 0
+    bm25 = RankedList("bm25", ["a", "b", "c"], [30.0, 6.0, 3.0], weight=0.5)
+    vector = RankedList("vector", ["b", "d"], [0.8, 0.6], weight=1.0)
+    hits = {h.id: h for h in zscore_fusion([bm25, vector])}
+    mean = 13.0
+    sigma = (((30 - mean) ** 2 + (6 - mean) ** 2 + (3 - mean) ** 2) / 3) ** 0.5
+    assert hits["a"].score == pytest.approx(0.5 * 27.0 / sigma)
+    assert hits["b"].score == pytest.approx(0.5 * 3.0 / sigma + 1.0 * 0.2 / 0.1)
+    assert hits["c"].score == pytest.approx(0.0)
+    assert hits["d"].score == pytest.approx(0.0)  # worst in its only list
+    assert "bm25" not in hits["d"].explain
+    assert [h.id for h in zscore_fusion([bm25, vector])][:2] == ["b", "a"]
+    assert hits["c"].explain["bm25"].rank == 3
+
+
+def test_zscore_fusion_handles_flat_and_empty_lists() -> None:
+    from rag_serving.search.fusion import zscore_fusion
+
+    flat = RankedList("bm25", ["x", "y"], [2.0, 2.0], weight=0.3)
+    hits = zscore_fusion([flat, RankedList("vector", [], [])])
+    assert [(h.id, h.score) for h in hits] == [("x", 0.3), ("y", 0.3)]
+    assert zscore_fusion([]) == []

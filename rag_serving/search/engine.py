@@ -36,6 +36,7 @@ from rag_serving.search.fusion import (
     explain_as_dict,
     reciprocal_rank_fusion,
     single_list,
+    zscore_fusion,
 )
 
 Mode = Literal["hybrid", "bm25", "vector"]
@@ -241,6 +242,8 @@ class SearchEngine:
 
     def _fuse(self, lists: list[RankedList]) -> list[FusedHit]:
         settings = self.config.search
+        if settings.fusion == "zscore":
+            return zscore_fusion(lists)
         if settings.fusion == "convex":
             return convex_fusion(lists)
         return reciprocal_rank_fusion(lists, k=settings.rrf_k)

@@ -1,9 +1,10 @@
 """Fusion of ranked lists as pure functions with an explain trace: weighted
-Reciprocal Rank Fusion and a convex combination of normalised scores."""
+Reciprocal Rank Fusion, and weighted sums of normalised scores (min-max or
+z-score)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 
@@ -67,19 +68,46 @@ def convex_fusion(lists: Sequence[RankedList]) -> list[FusedHit]:
     not outvoted by a weak one's rank order (Bruch et al., "An Analysis of Fusion
     Functions for Hybrid Retrieval", 2023). Ties break by best rank, then id.
     """
+    return _weighted_sum(lists, lambda scores: max(scores) - min(scores))
+
+
+def zscore_fusion(lists: Sequence[RankedList]) -> list[FusedHit]:
+    """Fuse lists by a weighted sum of standardised scores:
+    ``score(d) = Σ_i w_i · (s_i(d) - min_i) / σ_i`` where ``σ_i`` is the standard
+    deviation of list i's scores and ``min_i`` its lowest retrieved score (so an id
+    missing from list i gets that list's worst value, 0). A list whose scores are all
+    equal contributes ``w_i`` to each of its ids.
+
+    Dividing by the spread rather than the range keeps one outlying top score from
+    squashing the rest of its list; measured best on average over four BEIR sets
+    (docs/benchmarks.md, "Retrieval quality"). Ties break by best rank, then id.
+    """
+    return _weighted_sum(lists, _standard_deviation)
+
+
+def _standard_deviation(scores: Sequence[float]) -> float:
+    mean = sum(scores) / len(scores)
+    return float((sum((s - mean) ** 2 for s in scores) / len(scores)) ** 0.5)
+
+
+def _weighted_sum(
+    lists: Sequence[RankedList], scale: Callable[[Sequence[float]], float]
+) -> list[FusedHit]:
+    """``Σ_i w_i · (s_i(d) - min_i) / scale_i`` over the lists (1 per list when
+    ``scale_i`` is 0), with the explain trace."""
     totals: dict[str, float] = {}
     explains: dict[str, dict[str, ListContribution]] = {}
     for ranked in lists:
         if ranked.weight == 0 or not ranked.ids:
             continue
-        low, high = min(ranked.scores), max(ranked.scores)
-        span = high - low
-        for position, (doc_id, score) in enumerate(zip(ranked.ids, ranked.scores, strict=True)):
-            normalised = (score - low) / span if span > 0 else 1.0
+        scores = [float(s) for s in ranked.scores]
+        low, spread = min(scores), scale(scores)
+        for position, (doc_id, score) in enumerate(zip(ranked.ids, scores, strict=True)):
+            normalised = (score - low) / spread if spread > 0 else 1.0
             contribution = ranked.weight * normalised
             totals[doc_id] = totals.get(doc_id, 0.0) + contribution
             explains.setdefault(doc_id, {})[ranked.name] = ListContribution(
-                position + 1, float(score), contribution
+                position + 1, score, contribution
             )
     best_rank = {d: min(c.rank for c in e.values()) for d, e in explains.items()}
     order = sorted(totals, key=lambda d: (-totals[d], best_rank[d], d))
