@@ -139,8 +139,11 @@ def index_settings(base: RaglineConfig | None) -> dict[str, dict[str, Any]]:
     """The settings that shape the index (embedder, chunking): the given config's,
     or the defaults when no config was given."""
     config = base or RaglineConfig()
+    # The backend that runs the model is not an index setting: both give the same
+    # vectors (the ONNX export is checked against PyTorch when it is made).
+    backends = {"query_backend", "document_backend"}
     return {
-        "embedder": config.embedder.model_dump(mode="json", exclude_none=True),
+        "embedder": config.embedder.model_dump(mode="json", exclude_none=True, exclude=backends),
         "chunking": config.chunking.model_dump(mode="json", exclude_none=True),
     }
 

@@ -39,8 +39,35 @@ def test_onnx_query_encoder_matches_torch(sample_index: RaglineConfig) -> None:
     assert embedder._onnx_path() is not None and embedder._onnx_path().is_file()  # type: ignore[attr-defined]
     query = "how do I keep a sourdough starter alive?"
     onnx_vector = embedder.embed_query(query)
-    torch_vector = embedder.embed_documents([query])[0]
+    torch_vector = embedder._embed_torch([query])[0]  # type: ignore[attr-defined]
     assert float(onnx_vector @ torch_vector) > 0.9999
+
+
+def test_onnx_document_backend_matches_torch_row_by_row(tmp_path) -> None:
+    """A fresh data dir: the first embed_documents makes and checks the export, then
+    batches of mixed lengths (padding, and a text past the 256-token limit) give the
+    PyTorch vectors in the input order."""
+    from pathlib import Path
+
+    corpus = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
+    long_text = corpus.read_text()[:6000]  # far past 256 tokens: truncated alike
+    texts = ["Sync", long_text, "How do I link to a heading?", "a b c " * 40, "Sync"]
+    embedder = create_embedder(SentenceTransformersConfig(batch_size=2), tmp_path)
+    assert not embedder._onnx_path().is_file()  # type: ignore[attr-defined]
+    onnx_vectors = embedder.embed_documents(texts)
+    assert embedder._onnx_path().is_file()  # type: ignore[attr-defined]
+    torch_vectors = embedder._embed_torch(texts)  # type: ignore[attr-defined]
+    assert onnx_vectors.shape == (5, 384) and onnx_vectors.dtype == np.float32
+    assert np.min(np.sum(onnx_vectors * torch_vectors, axis=1)) > 0.9999
+    assert np.allclose(onnx_vectors[0], onnx_vectors[4], atol=1e-5)
+
+
+def test_torch_document_backend_needs_no_export(tmp_path) -> None:
+    config = SentenceTransformersConfig(document_backend="torch", query_backend="torch")
+    embedder = create_embedder(config, tmp_path)
+    vectors = embedder.embed_documents(["Feed the sourdough starter"])
+    assert vectors.shape == (1, 384)
+    assert not embedder._onnx_path().is_file()  # type: ignore[attr-defined]
 
 
 def test_search_with_another_embedder_is_refused(sample_index: RaglineConfig) -> None:
