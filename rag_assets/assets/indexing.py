@@ -20,6 +20,7 @@ from rag_assets.stages.embed import embed_source, target_generation
 from rag_assets.stages.fulltext import sync_fulltext
 from rag_assets.stages.parse import parse_source
 from rag_assets.stages.scan import scan_source
+from rag_serving.index.ann import ensure_search_indexes
 
 FULL_REBUILD_TAG = "ragline/full"
 WRITER_POOL = "ragline_writer"
@@ -112,6 +113,14 @@ def embeddings(
     store, model = index_store.store(), embedder.embedder()
     result = embed_source(store, source, model, full=is_full_rebuild(context))
     generation = target_generation(store, model)
+    # Scalar and vector indexes once the table is large enough; never fails the run.
+    indexes = ensure_search_indexes(store, generation.table)
+    if indexes["errors"] != "none":
+        context.log.warning(
+            f"{generation.table}: an index could not be built ({indexes['errors']}); "
+            "search still works without it, only slower"
+        )
+    result.extra.update({f"search_index/{k}": v for k, v in indexes.items() if k != "table"})
     outcomes = [
         checks.chunks_have_documents(store, generation, source.name),
         checks.vectors_have_recorded_dimension(store, generation, source.name),

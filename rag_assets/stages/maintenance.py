@@ -1,4 +1,6 @@
-"""Index maintenance: compact LanceDB tables and drop old versions, merge Tantivy
+"""Index maintenance: compact LanceDB tables and drop old versions (which also folds
+rows written since into the tables' indexes), create or retrain the search indexes
+of each live generation as it grows (``rag_serving.index.ann``), merge Tantivy
 segments, and remove generations nobody uses any more. Runs in the writer pool,
 because LanceDB's ``optimize`` conflicts with concurrent writers and does not retry."""
 
@@ -7,7 +9,9 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
+from rag_serving.index.ann import ensure_search_indexes
 from rag_serving.index.fulltext import FulltextIndex
 from rag_serving.index.manifest import read_manifest
 from rag_serving.index.store import IndexStore
@@ -18,6 +22,8 @@ class MaintenanceReport:
     tables_optimized: list[str] = field(default_factory=list)
     generations_dropped: list[str] = field(default_factory=list)
     fulltext_segments: dict[str, int] = field(default_factory=dict)
+    # Per live chunks table: what ensure_search_indexes did (see rag_serving/index/ann.py).
+    search_indexes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def maintain_index(store: IndexStore, keep_versions_hours: float) -> MaintenanceReport:
@@ -32,6 +38,8 @@ def maintain_index(store: IndexStore, keep_versions_hours: float) -> Maintenance
             continue
         store.table(name).optimize(cleanup_older_than=timedelta(hours=keep_versions_hours))
         report.tables_optimized.append(name)
+        if name.startswith("chunks_"):  # never raises: a failed build is reported
+            report.search_indexes[name] = ensure_search_indexes(store, name)
     root = store.layout.fulltext_root
     if root.is_dir():
         for folder in sorted(p for p in root.iterdir() if p.is_dir()):
