@@ -111,7 +111,9 @@ def find_vector_index(table: Any) -> VectorIndex | None:
         found = _vector_indices(list(table.list_indices()))
     except Exception:  # an unreadable index list must never break a search
         return None
-    for ix in sorted(found, key=lambda ix: ix.name, reverse=True):
+    # During a retrain the new and the old index exist for a moment: take the newest.
+    found.sort(key=lambda ix: str(getattr(ix, "created_at", "") or ""), reverse=True)
+    for ix in found:
         match = _VECTOR_NAME.match(ix.name)
         if match:
             return VectorIndex(ix.name, int(match.group(1)), int(match.group(2)))
