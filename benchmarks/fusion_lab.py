@@ -317,9 +317,11 @@ def table(title: str, rows: dict[str, list[float]], names: list[str]) -> list[st
              "|---|" + "---|" * (len(names) + 1)]  # fmt: skip
     for label, cells in rows.items():
         marked = [
-            f"{c:.4f}{' ✓' if c >= TARGETS[n] else ''}" for c, n in zip(cells, names, strict=True)
+            "—" if np.isnan(c) else f"{c:.4f}{' ✓' if c >= TARGETS[n] else ''}"
+            for c, n in zip(cells, names, strict=True)
         ]
-        lines.append(f"| {label} | " + " | ".join(marked) + f" | {np.mean(cells):.4f} |")
+        mean = "—" if np.isnan(cells).any() else f"{np.mean(cells):.4f}"
+        lines.append(f"| {label} | " + " | ".join(marked) + f" | {mean} |")
     return [*lines, ""]
 
 
@@ -398,10 +400,12 @@ def main() -> None:
         }
         for spec in args.chunk_roots.split(","):
             tokens, root = spec.split("=", 1)
-            chunk_labs = [LabSet(name, Path(root)) for name in names]
+            built = [n for n in names if (Path(root) / n / "eval-state.json").is_file()]
+            chunk_labs = [LabSet(name, Path(root)) for name in built]
             for label, ranker in (("vector only", single("vector")), ("default fusion", default)):
                 key = f"{tokens} tokens: {label}"
-                sizes[key] = measure(chunk_labs, {key: ranker})[key]
+                got = dict(zip(built, measure(chunk_labs, {key: ranker})[key], strict=True))
+                sizes[key] = [got.get(n, float("nan")) for n in names]
         sections["Chunk size (target tokens; each a separate index)"] = sizes
 
     lines = [
