@@ -51,16 +51,19 @@ OTHER_SCALAR_INDEXES: dict[str, tuple[str, ...]] = {"files": ("doc_id",)}
 # shared cores): 11 ms at 10k, 18 ms at 20–30k, 56 ms at 50k, 64–100 ms at 100k,
 # 640 ms at 1M — past ~50k it is most of a query's time (a whole hybrid query at
 # 35k chunks takes ~60 ms). With the index: 7 ms at 50k, 10 ms at 100k, 13 ms at
-# 1M, recall@10 ≥ 0.99 against exact search; it builds in 1 s at 50k, 32 s at 1M.
+# 1M, recall@10 ≥ 0.98 against exact search; it builds in 1 s at 50k, 4 s at 100k
+# and 26–42 s at 1M. Through SearchEngine (p50): vector search 136 → 35 ms at 100k,
+# 642 → 52 ms at 1M; hybrid 741 → 91 ms at 1M (benchmarks/scale_latency.py).
 VECTOR_INDEX_MIN_ROWS = 50_000
 VECTOR_COLUMN = "vector"
 # IVF_SQ (8-bit scalar quantisation), chosen over IVF_PQ and IVF_HNSW_SQ: at 100k
 # chunks IVF_PQ took 110–210 s to build (PQ codebook training) and needed
-# refine to pass recall 0.95; IVF_HNSW_SQ took 50–80 s; IVF_SQ took 5–10 s with
-# recall@10 0.98 before re-ranking.
+# refine to pass recall 0.95; IVF_HNSW_SQ took 50–80 s; IVF_SQ took 4–10 s with
+# recall@10 0.95–0.99 before re-ranking (1.0 after).
 # Rows per IVF partition (num_partitions = rows / this, at least MIN_PARTITIONS).
-# sqrt(rows) partitions (1,000 at 1M) make k-means cost grow with rows^1.5; a
-# fixed partition size keeps training linear in rows (244 partitions at 1M).
+# sqrt(rows) partitions (1,000 at 1M) make k-means cost grow with rows^1.5: at 1M
+# they trained in 83 s against 32 s for 244 partitions, and were no more accurate
+# (recall@10 0.982 against 0.992 at 40 probes).
 TARGET_PARTITION_ROWS = 4096
 MIN_PARTITIONS = 16
 # Retrain once the row count is this many times the trained one (or 1/this).
@@ -70,7 +73,7 @@ RETRAIN_GROWTH = 2.0
 FOLD_UNINDEXED_ROWS = 20_000
 # Search parameters: probe this share of the partitions (at least MIN_NPROBES),
 # then re-rank the candidates with the full vectors (exact distances and order).
-# At 1M chunks, 37 of 244 partitions: recall@10 0.99 in 13 ms.
+# At 1M chunks, 37 of 244 partitions: recall@10 0.985–0.99, 13 ms bare.
 NPROBE_SHARE = 0.15
 MIN_NPROBES = 20
 REFINE_FACTOR = 1
