@@ -2,6 +2,7 @@
 
 from dagster import (
     AssetSelection,
+    MetadataValue,
     OpExecutionContext,
     define_asset_job,
     in_process_executor,
@@ -39,6 +40,7 @@ def maintain_index_op(context: OpExecutionContext, settings: RaglineConfigResour
             "tables_optimized": len(report.tables_optimized),
             "generations_dropped": ", ".join(report.generations_dropped) or "none",
             "fulltext_segments": str(report.fulltext_segments),
+            "search_indexes": MetadataValue.json(report.search_indexes),
         }
     )
 
