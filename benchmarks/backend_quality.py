@@ -31,7 +31,8 @@ TOLERANCE = 0.005
 def evaluate(name: str, backend: str, data_dir: Path, work: Path) -> dict[str, float]:
     config = work / f"{backend}.toml"
     config.write_text(
-        f'data_dir = "{work / "unused"}"\n[embedder]\ndocument_backend = "{backend}"\n'
+        f'data_dir = "{work / "unused"}"\n'
+        f'[embedder]\nprovider = "sentence-transformers"\ndocument_backend = "{backend}"\n'
     )
     proc = subprocess.run(
         [sys.executable, "-m", "ragline.cli", "--config", str(config), "eval",
