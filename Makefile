@@ -1,7 +1,7 @@
 # The two commands a newcomer needs (see README.md):
 #   make demo   set up, index this repository's docs/ and search them
 #   make test   set up with the test tools and run the whole test suite
-.PHONY: demo test setup setup-dev lint bench
+.PHONY: demo test setup setup-dev lint bench bench-quality bench-scale
 
 RAGLINE = .venv/bin/ragline --config demo/ragline.toml
 
@@ -32,3 +32,20 @@ bench: setup-dev
 	.venv/bin/python benchmarks/query_latency.py --vault $(BENCH)/hub-vault --data-dir $(BENCH)/hub
 	.venv/bin/python benchmarks/mcp_latency.py --data-dir $(BENCH)/hub
 	.venv/bin/python benchmarks/freshness.py --vault $(BENCH)/hub-vault --data-dir $(BENCH)/hub
+
+# Retrieval quality (issue 5): index each BEIR set once, then every fusion idea,
+# the defaults end to end, other chunk sizes and the ONNX backend against PyTorch.
+EVAL = /tmp/ragline-eval
+SETS = cranfield:test cisi:test cosqa:dev scifact:train
+
+bench-quality: setup-dev
+	for s in $(SETS); do .venv/bin/ragline eval ../shared/data/eval/$${s%%:*} --split $${s##*:} --mode all --data-dir $(EVAL)/$${s%%:*}; done
+	for t in 128 256; do printf '[chunking]\ntarget_tokens = %s\n' $$t > /tmp/ragline-chunks-$$t.toml; \
+	  for s in cranfield:test scifact:train; do .venv/bin/ragline --config /tmp/ragline-chunks-$$t.toml eval ../shared/data/eval/$${s%%:*} --split $${s##*:} --mode all --data-dir $(EVAL)-t$$t/$${s%%:*}; done; done
+	.venv/bin/python benchmarks/fusion_lab.py --eval-root $(EVAL) --chunk-roots 128=$(EVAL)-t128,256=$(EVAL)-t256
+	.venv/bin/python benchmarks/fusion_experiments.py --eval-root $(EVAL)
+	.venv/bin/python benchmarks/backend_quality.py --onnx-root $(EVAL) --torch-root $(EVAL)-torch
+
+# Query latency at 10k / 100k / 1M chunks, flat and with the automatic indexes.
+bench-scale: setup-dev
+	.venv/bin/python benchmarks/scale_latency.py --sizes 10000,100000,1000000

@@ -79,7 +79,7 @@ def main() -> None:
     verdict = "kept" if worst <= TOLERANCE else "NOT kept"
     lines += ["", f"Largest difference: {worst:.4f} (tolerance {TOLERANCE}): ONNX {verdict}."]
     save("backend_quality", {"ndcg@10": rows, "largest_difference": worst}, "\n".join(lines),
-         f"python benchmarks/backend_quality.py --sets {args.sets}")  # fmt: skip
+         f"make bench-quality (this step: python benchmarks/backend_quality.py --sets {args.sets})")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -112,7 +112,7 @@ def main() -> None:
         "| queries evaluated | " + " | ".join(str(results[n]["queries"]) for n in names) + " |"
     )
     save("fusion_experiments", {"ndcg@10": results}, "\n".join(lines),
-         "python benchmarks/fusion_experiments.py (after `ragline eval … --data-dir /tmp/ragline-eval/<set>`)")  # fmt: skip
+         "make bench-quality (this step: python benchmarks/fusion_experiments.py)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -417,8 +417,8 @@ def main() -> None:
     for title, rows in sections.items():
         lines += table(title, rows, names)
     save("fusion_lab", {"ndcg@10": {t: r for t, r in sections.items()}, "sets": names},
-         "\n".join(lines), "python benchmarks/fusion_lab.py --chunk-roots "
-         "128=/tmp/ragline-eval-t128,256=/tmp/ragline-eval-t256")  # fmt: skip
+         "\n".join(lines), "make bench-quality (this step: python benchmarks/fusion_lab.py "
+         "--chunk-roots 128=/tmp/ragline-eval-t128,256=/tmp/ragline-eval-t256)")  # fmt: skip
 
 
 if __name__ == "__main__":
