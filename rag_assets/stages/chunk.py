@@ -17,6 +17,13 @@ from rag_serving.index import schema as schemas
 from rag_serving.index.ids import chunk_id, text_hash
 from rag_serving.index.store import IndexStore, sql_in, sql_string
 
+READ_BATCH = 200  # documents read and chunked at a time
+COMMIT_CHUNKS = 2048  # staged chunks per commit (whole documents)
+_NOTE_COLUMNS = [
+    "doc_id", "source", "path", "title", "aliases", "tags", "created", "updated", "body",
+    "body_start_line", "content_hash",
+]  # fmt: skip
+
 
 def chunk_budget(chunking: ChunkingConfig, embedder: Embedder) -> tuple[int, int]:
     """(target, max) chunk sizes in tokens; max never exceeds the embedder's input."""
@@ -38,50 +45,73 @@ def chunk_source(
     chunking: ChunkingConfig,
     embedder: Embedder,
     full: bool,
+    batch_size: int = READ_BATCH,
 ) -> StageResult:
-    """Bring ``staged_chunks`` in line with ``documents`` for ``source``."""
+    """Bring ``staged_chunks`` in line with ``documents`` for ``source``.
+
+    Documents are read and chunked ``batch_size`` at a time and their chunks written
+    about ``COMMIT_CHUNKS`` at a time, each document's old and new chunks swapped in
+    one commit; only ids and hashes are kept for the whole source.
+    """
     result = StageResult()
     scope = f"source = {sql_string(source.name)}"
     docs = store.read("documents", where=scope, columns=["doc_id", "content_hash"]).to_pylist()
     staged = store.read(
         "staged_chunks", where=scope, columns=["doc_id", "doc_content_hash", "chunking_key"]
-    ).to_pylist()
+    )
     key = chunking_key(chunking, embedder)
-    chunked_hash = {
-        row["doc_id"]: row["doc_content_hash"] for row in staged if row["chunking_key"] == key
-    }
-    known = {row["doc_id"] for row in staged}
+    chunked_hash: dict[str, str] = {}
+    known: set[str] = set()
+    columns = (staged.column(c).to_pylist() for c in ("doc_id", "doc_content_hash", "chunking_key"))
+    for doc_id, digest, their_key in zip(*columns, strict=True):
+        known.add(doc_id)
+        if their_key == key:
+            chunked_hash[doc_id] = digest
+    del staged
     live = {doc["doc_id"] for doc in docs}
     todo = [d["doc_id"] for d in docs if full or chunked_hash.get(d["doc_id"]) != d["content_hash"]]
-    result.unchanged = len(docs) - len(todo)
+    del docs, chunked_hash
+    result.unchanged = len(live) - len(todo)
     gone = [d for d in known if d not in live]
     result.deleted = len(gone)
     target, maximum = chunk_budget(chunking, embedder)
-    rows: list[dict[str, Any]] = []
-    batch = 200
-    for start in range(0, len(todo), batch):
-        ids = todo[start : start + batch]
-        for doc in store.read("documents", where=sql_in("doc_id", ids)).to_pylist():
+    pending: list[dict[str, Any]] = []  # chunks of the documents in ``pending_ids``
+    pending_ids: list[str] = []
+    written = 0
+    for start in range(0, len(todo), batch_size):
+        ids = todo[start : start + batch_size]
+        where = sql_in("doc_id", ids)
+        for doc in store.read("documents", where=where, columns=_NOTE_COLUMNS).to_pylist():
             note = _note_from_row(doc)
             pieces = chunk_note(note, embedder.count_tokens, target, maximum)
-            rows.extend(_chunk_rows(doc, pieces, key))
+            pending.extend(_chunk_rows(doc, pieces, key))
             if not pieces:
                 result.skipped += 1  # nothing to embed (empty body); re-checked each run
             elif doc["doc_id"] in known:
                 result.changed += 1
             else:
                 result.new += 1
-        report(source.name, "chunk", min(start + batch, len(todo)), len(todo))
-    if todo or gone:
-        store.apply_changes(
-            "staged_chunks",
-            schemas.STAGED_CHUNKS,
-            pa.Table.from_pylist(rows, schemas.STAGED_CHUNKS) if rows else None,
-            delete_where=f"{scope} AND {sql_in('doc_id', todo + gone)}",
-        )
+        pending_ids.extend(ids)  # a document that vanished meanwhile loses its chunks
+        if len(pending) >= COMMIT_CHUNKS:
+            written += _write(store, scope, pending, pending_ids)
+            pending, pending_ids = [], []
+        report(source.name, "chunk", min(start + batch_size, len(todo)), len(todo))
+    if pending or pending_ids or gone:
+        written += _write(store, scope, pending, pending_ids + gone)
     result.row_count = store.count("staged_chunks", scope)
-    result.extra["chunks_written"] = len(rows)
+    result.extra["chunks_written"] = written
     return result
+
+
+def _write(store: IndexStore, scope: str, rows: list[dict[str, Any]], doc_ids: list[str]) -> int:
+    """Upsert ``rows`` and delete the other chunks of ``doc_ids``, in one commit."""
+    store.apply_changes(
+        "staged_chunks",
+        schemas.STAGED_CHUNKS,
+        pa.Table.from_pylist(rows, schemas.STAGED_CHUNKS) if rows else None,
+        delete_where=f"{scope} AND {sql_in('doc_id', doc_ids)}",
+    )
+    return len(rows)
 
 
 def _note_from_row(doc: dict[str, Any]) -> ParsedNote:

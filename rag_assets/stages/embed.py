@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,11 @@ from rag_serving.index.store import IndexStore, sql_in, sql_string
 from rag_serving.search.filters import expand_tags
 
 PUBLISH_BATCH = 1024  # chunks per commit (whole documents)
+SCAN_BATCH = 2048  # staged chunks per Arrow batch when planning
+_PLAN_COLUMNS = [
+    "chunk_id", "doc_id", "source", "heading_path", "anchor", "ordinal", "line_start",
+    "line_end", "text", "embed_hash",
+]  # fmt: skip
 _ROW_FIELDS = (
     "doc_id", "source", "kind", "path", "title", "heading", "anchor", "ordinal",
     "line_start", "line_end", "text", "embed_hash", "tags", "modified",
@@ -49,10 +55,20 @@ def target_generation(store: IndexStore, embedder: Embedder) -> Generation:
 
 
 def embed_source(
-    store: IndexStore, source: MarkdownSourceConfig, embedder: Embedder, full: bool
+    store: IndexStore,
+    source: MarkdownSourceConfig,
+    embedder: Embedder,
+    full: bool,
+    batch_size: int = PUBLISH_BATCH,
 ) -> StageResult:
     """Bring the source's served chunks (in the embedder's generation) in line with
-    ``staged_chunks``."""
+    ``staged_chunks``.
+
+    Memory stays bounded by ``batch_size``: a first pass streams the staged chunks
+    and keeps only ids and row hashes to decide what to write; a second pass reads
+    the chunks to write a few whole documents at a time, embeds them and publishes
+    them, each batch in one commit.
+    """
     generation = target_generation(store, embedder)
     table = generation.table
     result = StageResult()
@@ -66,29 +82,37 @@ def embed_source(
             columns=["doc_id", "kind", "path", "title", "tags", "modified"],
         ).to_pylist()
     }
-    current = {
-        r["chunk_id"]: r["row_hash"]
-        for r in _read_chunks(store, table, scope, ["chunk_id", "row_hash"])
-    }
-    wanted: dict[str, dict[str, Any]] = {}
-    for staged in store.read("staged_chunks", where=scope).to_pylist():
-        doc = docs.get(staged["doc_id"])
-        if doc is not None:  # a document deleted since chunking: its chunks go
-            row = _served_row(staged, doc)
-            wanted[row["chunk_id"]] = row
-    to_write = [r for cid, r in wanted.items() if full or current.get(cid) != r["row_hash"]]
-    stale = [cid for cid in current if cid not in wanted]
-    result.new = sum(1 for r in to_write if r["chunk_id"] not in current)
-    result.changed = len(to_write) - result.new
-    result.unchanged = len(wanted) - len(to_write)
+    for doc in docs.values():
+        doc["tags"] = expand_tags(list(doc["tags"] or []))
+    current: dict[str, str] = {}  # chunk_id -> row_hash
+    current_by_doc: dict[str, list[str]] = {}
+    for chunk, doc_id, digest in _columns(store, table, scope, ["chunk_id", "doc_id", "row_hash"]):
+        current[chunk] = digest
+        current_by_doc.setdefault(doc_id, []).append(chunk)
+    plan = _plan(store, scope, docs, current, full)
+    stale = [cid for cid in current if cid not in plan.wanted]
+    to_write = sum(len(ids) for ids in plan.to_write.values())
+    result.new = plan.new
+    result.changed = to_write - plan.new
+    result.unchanged = len(plan.wanted) - to_write
     result.deleted = len(stale)
+    plan.wanted.clear()  # ids only, but no longer needed
 
     schema = chunks_schema(embedder.dimension)
     store.chunks(table, embedder.dimension)  # create it even when the source is empty
     # Which texts already have a vector in this generation (hashes only, read once).
-    known_hashes = {r["embed_hash"] for r in _read_chunks(store, table, None, ["embed_hash"])}
+    known_hashes = {digest for (digest,) in _columns(store, table, None, ["embed_hash"])}
+    stale_set = set(stale)
     embedded = reused = done = 0
-    for batch_docs, rows in _batches_by_document(to_write):
+    for batch_docs in _document_batches(plan.to_write, batch_size):
+        wanted_ids = {cid for doc_id in batch_docs for cid in plan.to_write[doc_id]}
+        rows = [
+            _served_row(staged, docs[staged["doc_id"]])
+            for staged in store.read(
+                "staged_chunks", where=f"{scope} AND {sql_in('doc_id', batch_docs)}"
+            ).to_pylist()
+            if staged["chunk_id"] in wanted_ids
+        ]
         vectors, fresh = _vectors_for(store, table, embedder, rows, known_hashes)
         known_hashes.update(r["embed_hash"] for r in rows)
         embedded += fresh
@@ -97,21 +121,80 @@ def embed_source(
         for row, vector in zip(rows, vectors, strict=True):
             row["vector"] = vector
             row["indexed_at"] = now
+        # The chunks these documents lost go in the same commit as their new ones.
+        gone = [c for d in batch_docs for c in current_by_doc.get(d, ()) if c in stale_set]
+        stale_set.difference_update(gone)
         store.apply_changes(
             table,
             schema,
             pa.Table.from_pylist(rows, schema),
-            delete_where=f"{scope} AND {sql_in('doc_id', batch_docs)}",
+            delete_where=f"{scope} AND {sql_in('chunk_id', gone)}" if gone else None,
             compare_columns=("row_hash",) if not full else (),
         )
         done += len(rows)
-        report(source.name, "embed", done, len(to_write))
-    if stale:  # chunks of deleted documents, and chunks a changed document lost
-        store.delete(table, f"{scope} AND {sql_in('chunk_id', stale)}")
+        report(source.name, "embed", done, to_write)
+    if stale_set:  # chunks of deleted documents, and of documents with nothing new
+        store.delete(table, f"{scope} AND {sql_in('chunk_id', stale_set)}")
     embedder.prepare_query_path()
     result.row_count = store.count(table, scope)
     result.extra.update({"embedded": embedded, "vectors_reused": reused})
     return result
+
+
+@dataclass
+class _Plan:
+    """What the first pass over the staged chunks decided, as ids only."""
+
+    wanted: set[str] = field(default_factory=set)  # every chunk the source should serve
+    to_write: dict[str, list[str]] = field(default_factory=dict)  # doc_id -> chunk ids
+    new: int = 0  # chunks to write that are not served yet
+
+
+def _plan(
+    store: IndexStore,
+    scope: str,
+    docs: dict[str, dict[str, Any]],
+    current: dict[str, str],
+    full: bool,
+) -> _Plan:
+    """Stream the source's staged chunks (without their embed text) and decide which
+    to write: new ones, and those whose served row would differ (or all, ``full``)."""
+    plan = _Plan()
+    for staged in _scan(store, "staged_chunks", scope, _PLAN_COLUMNS):
+        doc = docs.get(staged["doc_id"])
+        if doc is None:  # a document deleted since chunking: its chunks go
+            continue
+        chunk = staged["chunk_id"]
+        plan.wanted.add(chunk)
+        served = current.get(chunk)
+        if full or served != _row_hash(_served_fields(staged, doc)):
+            plan.to_write.setdefault(staged["doc_id"], []).append(chunk)
+            plan.new += served is None
+    return plan
+
+
+def _scan(store: IndexStore, table: str, where: str, columns: list[str]) -> Iterator[dict]:
+    """Rows of ``table`` matching ``where``, read ``SCAN_BATCH`` rows at a time."""
+    if not store.table_exists(table):
+        return
+    query = store.table(table).search().where(where).select(columns)
+    for batch in query.to_batches(SCAN_BATCH):
+        yield from batch.to_pylist()
+
+
+def _document_batches(to_write: dict[str, list[str]], batch_size: int) -> Iterator[list[str]]:
+    """Documents grouped so that a batch holds about ``batch_size`` chunks (a bigger
+    document goes alone: a document is never split across commits)."""
+    batch: list[str] = []
+    count = 0
+    for doc_id, chunk_ids in to_write.items():
+        batch.append(doc_id)
+        count += len(chunk_ids)
+        if count >= batch_size:
+            yield batch
+            batch, count = [], 0
+    if batch:
+        yield batch
 
 
 def _read_chunks(
@@ -122,8 +205,19 @@ def _read_chunks(
     return store.read(table, where=where, columns=columns).to_pylist()
 
 
-def _served_row(staged: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
-    row = {
+def _columns(
+    store: IndexStore, table: str, where: str | None, columns: list[str]
+) -> Iterator[tuple[Any, ...]]:
+    """``columns`` of the matching rows as tuples (no dict per row)."""
+    if not store.table_exists(table):
+        return iter(())
+    data = store.read(table, where=where, columns=columns)
+    return zip(*(data.column(c).to_pylist() for c in columns), strict=True)
+
+
+def _served_fields(staged: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
+    """The served row's columns that ``row_hash`` covers (``doc`` tags already expanded)."""
+    return {
         "chunk_id": staged["chunk_id"],
         "doc_id": staged["doc_id"],
         "source": staged["source"],
@@ -137,10 +231,14 @@ def _served_row(staged: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
         "line_end": staged["line_end"],
         "text": staged["text"],
         "embed_hash": staged["embed_hash"],
-        "tags": expand_tags(list(doc["tags"] or [])),
+        "tags": doc["tags"],
         "modified": doc["modified"],
-        "embed_text": staged["embed_text"],
     }
+
+
+def _served_row(staged: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
+    row = _served_fields(staged, doc)
+    row["embed_text"] = staged["embed_text"]
     row["row_hash"] = _row_hash(row)
     return row
 
@@ -151,24 +249,6 @@ def _row_hash(row: dict[str, Any]) -> str:
         h.update(repr(row[name]).encode("utf-8"))
         h.update(b"\0")
     return h.hexdigest()[:32]
-
-
-def _batches_by_document(
-    rows: list[dict[str, Any]],
-) -> Iterator[tuple[list[str], list[dict[str, Any]]]]:
-    by_doc: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        by_doc.setdefault(row["doc_id"], []).append(row)
-    batch_docs: list[str] = []
-    batch_rows: list[dict[str, Any]] = []
-    for doc_id, doc_rows in by_doc.items():
-        batch_docs.append(doc_id)
-        batch_rows.extend(doc_rows)
-        if len(batch_rows) >= PUBLISH_BATCH:
-            yield batch_docs, batch_rows
-            batch_docs, batch_rows = [], []
-    if batch_rows:
-        yield batch_docs, batch_rows
 
 
 def _vectors_for(

@@ -4,7 +4,8 @@ generation once it holds every configured source."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -15,13 +16,17 @@ from rag_serving.config import MarkdownSourceConfig
 from rag_serving.embedders import Embedder
 from rag_serving.index import schema as schemas
 from rag_serving.index.fulltext import FulltextIndex
+from rag_serving.index.fulltext import _document as tantivy_document
 from rag_serving.index.manifest import read_manifest, write_manifest
-from rag_serving.index.store import IndexStore, sql_string
+from rag_serving.index.store import IndexStore, sql_in, sql_string
 
 FULLTEXT_COLUMNS = [
     "chunk_id", "doc_id", "source", "kind", "path", "title", "heading", "tags", "text",
     "modified", "row_hash",
 ]  # fmt: skip
+ROW_BATCH = 1024  # LanceDB rows per Arrow batch when adding to Tantivy
+LOOKUP_LIMIT = 2000  # up to this many rows to add are looked up by id
+WRITER_HEAP = 64_000_000  # Tantivy writer memory budget (as FulltextIndex.sync_source)
 
 
 def fulltext_rows(store: IndexStore, table: str, where: str | None) -> list[dict]:
@@ -45,23 +50,74 @@ def sync_fulltext(
     run_id: str,
     configured: Sequence[str],
 ) -> StageResult:
-    """Make the Tantivy index hold exactly the source's chunks from LanceDB."""
+    """Make the Tantivy index hold exactly the source's chunks from LanceDB.
+
+    Rows are compared by ``row_hash`` (ids and hashes only); the rows to add are
+    streamed from LanceDB into one Tantivy commit, whose writer flushes to disk
+    within its own heap budget, so memory does not grow with the source.
+    """
     generation = target_generation(store, embedder)
     scope = f"source = {sql_string(source.name)}"
-    rows = fulltext_rows(store, generation.table, scope)
+    lance = _row_hashes(store, generation.table, scope)
     index = FulltextIndex(store.layout.fulltext_dir(generation.key))
     before = index.row_hashes(source.name)
-    written, deleted = index.sync_source(source.name, rows)
-    report(source.name, "fulltext", len(rows), len(rows))
-    record_source_state(store, source.name, run_id, generation.key, len(rows))
-    result = StageResult(deleted=deleted, row_count=len(rows))
-    result.new = sum(1 for r in rows if r["chunk_id"] not in before)
-    result.changed = written - result.new
-    result.unchanged = len(rows) - written
+    stale = [cid for cid, digest in before.items() if lance.get(cid) != digest]
+    add = {cid for cid, digest in lance.items() if before.get(cid) != digest}
+    if stale or add:
+        _apply(index, stale, _rows_to_add(store, generation.table, scope, add) if add else ())
+    report(source.name, "fulltext", len(lance), len(lance))
+    record_source_state(store, source.name, run_id, generation.key, len(lance))
+    deleted = sum(1 for cid in stale if cid not in lance)
+    result = StageResult(deleted=deleted, row_count=len(lance))
+    result.new = sum(1 for cid in add if cid not in before)
+    result.changed = len(add) - result.new
+    result.unchanged = len(lance) - len(add)
     result.extra["generation"] = generation.key
     if promote_if_complete(store, configured):
         result.extra["promoted_generation"] = generation.key
     return result
+
+
+def _row_hashes(store: IndexStore, table: str, where: str) -> dict[str, str]:
+    if not store.table_exists(table):
+        return {}
+    rows = store.read(table, where=where, columns=["chunk_id", "row_hash"])
+    ids, hashes = rows.column("chunk_id").to_pylist(), rows.column("row_hash").to_pylist()
+    return dict(zip(ids, hashes, strict=True))
+
+
+def _rows_to_add(store: IndexStore, table: str, scope: str, wanted: set[str]) -> Iterator[dict]:
+    """The LanceDB rows of ``wanted`` (with document aliases), a batch at a time:
+    looked up by id when they are few, else by one streamed scan of the source."""
+    aliases = {
+        d["doc_id"]: d["aliases"]
+        for d in store.read("documents", where=scope, columns=["doc_id", "aliases"]).to_pylist()
+    }
+    if len(wanted) <= LOOKUP_LIMIT:
+        query = store.table(table).search().where(f"{scope} AND {sql_in('chunk_id', wanted)}")
+    else:
+        query = store.table(table).search().where(scope)
+    for batch in query.select(FULLTEXT_COLUMNS).to_batches(ROW_BATCH):
+        for row in batch.to_pylist():
+            if row["chunk_id"] in wanted:
+                row["aliases"] = aliases.get(row["doc_id"]) or []
+                yield row
+
+
+def _apply(index: FulltextIndex, stale: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> None:
+    """Delete ``stale`` chunk ids and add ``rows``, in one Tantivy commit."""
+    writer = index.index.writer(heap_size=WRITER_HEAP, num_threads=1)
+    try:
+        for cid in stale:
+            writer.delete_documents_by_term("chunk_id", cid)
+        for row in rows:
+            writer.add_document(tantivy_document(row))
+        writer.commit()
+        writer.wait_merging_threads()
+    except BaseException:
+        writer.rollback()
+        raise
+    index.reload()
 
 
 def promote_if_complete(store: IndexStore, configured: Sequence[str]) -> bool:

@@ -8,6 +8,7 @@ before (if any) is removed so results never show content the file no longer has.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +23,9 @@ from rag_serving.config import MarkdownSourceConfig
 from rag_serving.index import schema as schemas
 from rag_serving.index.ids import content_hash
 from rag_serving.index.store import IndexStore, sql_in, sql_string
+
+COMMIT_DOCUMENTS = 500  # parsed documents per commit...
+COMMIT_BYTES = 16 * 2**20  # ...or fewer when their text reaches this size
 
 
 def parse_source(
@@ -39,14 +43,21 @@ def parse_source(
         if full or f["error"] or f["content_hash"] not in (parsed_hash.get(f["doc_id"]), issue_hash.get(f["doc_id"]))
     ]  # fmt: skip
     result.unchanged = len(files) - len(todo)
-    documents: list[dict[str, Any]] = []
+    del files
+    gone = [d for d in set(parsed_hash) | set(issue_hash) if d not in live]
+    result.deleted = len([d for d in gone if d in parsed_hash])
     issues: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []  # parsed documents not yet written
+    pending_ids: list[str] = []  # the files they (or their failures) came from
+    pending_bytes = 0
     now = utcnow()
     root = Path(source.path)
     for position, file in enumerate(todo, start=1):
         outcome = _parse_one(root, source, file, run_id, now)
+        pending_ids.append(file["doc_id"])
         if isinstance(outcome, dict):
-            documents.append(outcome)
+            pending.append(outcome)
+            pending_bytes += len(outcome["body"] or "") + len(outcome["links_json"])
             if file["doc_id"] in parsed_hash:
                 result.changed += 1
             else:
@@ -67,23 +78,19 @@ def parse_source(
             issues.append(
                 _issue(source, file, digest, problem.severity, problem.message, run_id, now)
             )
+        if len(pending_ids) >= COMMIT_DOCUMENTS or pending_bytes >= COMMIT_BYTES:
+            _write_documents(store, scope, pending, pending_ids)
+            pending, pending_ids, pending_bytes = [], [], 0
         if position % 100 == 0:
             report(source.name, "parse", position, len(todo))
     report(source.name, "parse", len(todo), len(todo))
 
-    gone = [d for d in set(parsed_hash) | set(issue_hash) if d not in live]
-    result.deleted = len([d for d in gone if d in parsed_hash])
+    # Documents are written a batch at a time, each batch in one commit (with the
+    # removal of documents whose files now fail or are skipped); documents of deleted
+    # files go with the last batch. Issues are few: they change in one commit.
+    if pending or pending_ids or gone:
+        _write_documents(store, scope, pending, pending_ids, gone)
     done_ids = [f["doc_id"] for f in todo]
-    # Documents of files that now fail or are skipped are removed; issues of files
-    # that now parse are cleared. Each table changes in one commit.
-    stale_docs = [d for d in done_ids if d not in {doc["doc_id"] for doc in documents}]
-    if documents or stale_docs or gone:
-        store.apply_changes(
-            "documents",
-            schemas.DOCUMENTS,
-            pa.Table.from_pylist(documents, schemas.DOCUMENTS) if documents else None,
-            delete_where=f"{scope} AND {sql_in('doc_id', stale_docs + gone)}",
-        )
     if issues or done_ids or gone:
         store.apply_changes(
             "file_issues",
@@ -93,6 +100,27 @@ def parse_source(
         )
     result.row_count = store.count("documents", scope)
     return result
+
+
+def _write_documents(
+    store: IndexStore,
+    scope: str,
+    documents: list[dict[str, Any]],
+    done_ids: list[str],
+    gone: Sequence[str] = (),
+) -> None:
+    """Upsert ``documents``; remove the documents of ``gone`` and of the files in
+    ``done_ids`` that did not parse; in one commit."""
+    parsed = {doc["doc_id"] for doc in documents}
+    removed = [d for d in done_ids if d not in parsed] + list(gone)
+    if not documents and not removed:
+        return
+    store.apply_changes(
+        "documents",
+        schemas.DOCUMENTS,
+        pa.Table.from_pylist(documents, schemas.DOCUMENTS) if documents else None,
+        delete_where=f"{scope} AND {sql_in('doc_id', removed)}" if removed else None,
+    )
 
 
 def _hashes(store: IndexStore, table: str, scope: str) -> dict[str, str]:

@@ -23,7 +23,10 @@ def scan_source(store: IndexStore, source: MarkdownSourceConfig, full: bool) -> 
     """
     result = StageResult()
     scope = f"source = {sql_string(source.name)}"
-    previous = {row["doc_id"]: row for row in store.read("files", where=scope).to_pylist()}
+    columns = ["doc_id", "size", "mtime_ns", "content_hash", "error"]
+    previous = {
+        r["doc_id"]: r for r in store.read("files", where=scope, columns=columns).to_pylist()
+    }
     seen: set[str] = set()
     upserts: list[dict] = []
     now = utcnow()
