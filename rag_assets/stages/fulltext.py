@@ -4,8 +4,7 @@ generation once it holds every configured source."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 
@@ -16,7 +15,6 @@ from rag_serving.config import MarkdownSourceConfig
 from rag_serving.embedders import Embedder
 from rag_serving.index import schema as schemas
 from rag_serving.index.fulltext import FulltextIndex
-from rag_serving.index.fulltext import _document as tantivy_document
 from rag_serving.index.manifest import read_manifest, write_manifest
 from rag_serving.index.store import IndexStore, sql_in, sql_string
 
@@ -26,7 +24,6 @@ FULLTEXT_COLUMNS = [
 ]  # fmt: skip
 ROW_BATCH = 1024  # LanceDB rows per Arrow batch when adding to Tantivy
 LOOKUP_LIMIT = 2000  # up to this many rows to add are looked up by id
-WRITER_HEAP = 64_000_000  # Tantivy writer memory budget (as FulltextIndex.sync_source)
 
 
 def fulltext_rows(store: IndexStore, table: str, where: str | None) -> list[dict]:
@@ -64,7 +61,7 @@ def sync_fulltext(
     stale = [cid for cid, digest in before.items() if lance.get(cid) != digest]
     add = {cid for cid, digest in lance.items() if before.get(cid) != digest}
     if stale or add:
-        _apply(index, stale, _rows_to_add(store, generation.table, scope, add) if add else ())
+        index.replace(stale, _rows_to_add(store, generation.table, scope, add) if add else ())
     report(source.name, "fulltext", len(lance), len(lance))
     record_source_state(store, source.name, run_id, generation.key, len(lance))
     deleted = sum(1 for cid in stale if cid not in lance)
@@ -102,22 +99,6 @@ def _rows_to_add(store: IndexStore, table: str, scope: str, wanted: set[str]) ->
             if row["chunk_id"] in wanted:
                 row["aliases"] = aliases.get(row["doc_id"]) or []
                 yield row
-
-
-def _apply(index: FulltextIndex, stale: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> None:
-    """Delete ``stale`` chunk ids and add ``rows``, in one Tantivy commit."""
-    writer = index.index.writer(heap_size=WRITER_HEAP, num_threads=1)
-    try:
-        for cid in stale:
-            writer.delete_documents_by_term("chunk_id", cid)
-        for row in rows:
-            writer.add_document(tantivy_document(row))
-        writer.commit()
-        writer.wait_merging_threads()
-    except BaseException:
-        writer.rollback()
-        raise
-    index.reload()
 
 
 def promote_if_complete(store: IndexStore, configured: Sequence[str]) -> bool:

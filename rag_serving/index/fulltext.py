@@ -244,11 +244,18 @@ class FulltextIndex:
         new = [row for cid, row in wanted.items() if present.get(cid) != row["row_hash"]]
         if not stale and not new:
             return 0, 0
+        self.replace(stale, new)
+        deleted = sum(1 for cid in stale if cid not in wanted)
+        return len(new), deleted
+
+    def replace(self, stale: Iterable[str], rows: Iterable[Mapping[str, Any]]) -> None:
+        """Delete the chunk ids ``stale`` and add ``rows`` (which may be streamed), in
+        one commit: readers see either the old or the new state."""
         writer = self.index.writer(heap_size=_WRITER_HEAP, num_threads=1)
         try:
             for cid in stale:
                 writer.delete_documents_by_term("chunk_id", cid)
-            for row in new:
+            for row in rows:
                 writer.add_document(_document(row))
             writer.commit()
             writer.wait_merging_threads()
@@ -256,8 +263,6 @@ class FulltextIndex:
             writer.rollback()
             raise
         self.index.reload()
-        deleted = sum(1 for cid in stale if cid not in wanted)
-        return len(new), deleted
 
     def merge_segments(self) -> int:
         """Merge segments and remove files no longer used; returns the segment count."""
