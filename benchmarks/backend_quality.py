@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.beir_sets import SETS
 from benchmarks.report import SHARED_DATA, save
 
-SETS = {"cranfield": "test", "cisi": "test", "cosqa": "dev", "scifact": "train"}
 TOLERANCE = 0.005
 
 

@@ -20,14 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.beir_sets import ANCHORS, SETS, TARGETS
 from benchmarks.report import SHARED_DATA, save
 
-SETS = {"scifact": "train", "cranfield": "test", "cisi": "test", "cosqa": "dev"}
-TARGETS = {"scifact": 0.72, "cranfield": 0.43, "cisi": 0.45, "cosqa": 0.61}
-ANCHORS = {  # issue 5: plain Tantivy BM25 / exact MiniLM / RRF k=60 equal, measured here
-    "scifact": (0.677, 0.660, 0.710), "cranfield": (0.371, 0.382, 0.413),
-    "cisi": (0.310, 0.419, 0.404), "cosqa": (0.383, 0.603, 0.532),
-}  # fmt: skip
 SETTINGS: dict[str, dict] = {
     "zscore, bm25 weight 0.3, 200 candidates (default)": {},
     "convex (min-max), bm25 weight 0.5, 50 candidates (previous default)": {

@@ -28,11 +28,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.beir_sets import SETS, TARGETS
 from benchmarks.report import SHARED_DATA, save
-
-SETS = {"cranfield": "test", "cisi": "test", "cosqa": "dev", "scifact": "train"}
-TARGETS = {"scifact": 0.72, "cranfield": 0.43, "cisi": 0.45, "cosqa": 0.61}
-
 
 # ---- the score matrices --------------------------------------------------------
 
