@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+from dagster import MetadataValue
 
 from rag_serving.embedders.base import EmbedderFingerprint
 from rag_serving.index.fulltext import FulltextIndex
@@ -17,6 +18,8 @@ TANTIVY_MATCHES_LANCEDB = "tantivy_matches_lancedb"
 CHUNKS_HAVE_DOCUMENTS = "chunks_have_documents"
 VECTORS_HAVE_RECORDED_DIMENSION = "vectors_have_recorded_dimension"
 ONE_EMBEDDER_FINGERPRINT = "one_embedder_fingerprint"
+ITEMS_INDEXED = "items_indexed"
+MAX_LISTED_ITEMS = 20
 
 
 @dataclass(frozen=True)
@@ -114,4 +117,34 @@ def one_embedder_fingerprint(store: IndexStore, fingerprint: EmbedderFingerprint
             "active": manifest.active.key if manifest.active else "none",
             "building": manifest.building.key if manifest.building else "none",
         },
+    )
+
+
+def items_indexed(store: IndexStore, source: str) -> CheckOutcome:
+    """Every item of the source was indexed: fails (as a warning, never blocking) while
+    some item is broken, skipped or waiting for deferred work, and lists them."""
+    scope = f"source = {sql_string(source)}"
+    rows = store.read("file_issues", where=scope, columns=["path", "severity", "message"])
+    problems = [r for r in rows.to_pylist() if r["severity"] != "warning"]
+    counts = {s: sum(1 for r in problems if r["severity"] == s) for s in ("error", "skipped")}
+    counts["pending"] = sum(1 for r in problems if r["severity"] == "pending")
+    listed = sorted(problems, key=lambda r: (r["severity"], r["path"]))[:MAX_LISTED_ITEMS]
+    table = "\n".join(
+        ["| item | severity | reason |", "|---|---|---|"]
+        + [
+            f"| `{r['path']}` | {r['severity']} | {r['message'].replace('|', '/')} |"
+            for r in listed
+        ]
+    )
+    metadata: dict[str, Any] = dict(counts)
+    if problems:
+        metadata["items"] = MetadataValue.md(table)
+    return CheckOutcome(
+        ITEMS_INDEXED,
+        not problems,
+        "every item is indexed"
+        if not problems
+        else f"{counts['error']} failed, {counts['skipped']} skipped, "
+        f"{counts['pending']} waiting for OCR or other deferred work",
+        metadata,
     )

@@ -29,14 +29,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
+from typing import Any
 
 from markdown_it.token import Token
 
-from rag_assets.sources.markdown import ParsedNote, block_tokens, line_offsets
+from rag_assets.formats.markdown import ParsedNote, block_tokens, line_offsets
 
-__all__ = ["CHUNKER_VERSION", "Chunk", "CountTokens", "chunk_note", "heading_anchor"]
+__all__ = [
+    "CHUNKER_VERSION",
+    "Chunk",
+    "CountTokens",
+    "chunk_note",
+    "chunk_sections",
+    "heading_anchor",
+]
 
 # Bump whenever the chunk boundaries or embed texts can change for the same input.
 from rag_serving.embedders.base import CHUNKER_VERSION
@@ -64,6 +72,7 @@ class Chunk:
     line_start: int
     line_end: int
     token_count: int
+    anchor: str = ""  # the section's anchor ("page=6"); "" for a heading-anchored chunk
 
 
 def heading_anchor(heading_path: list[str]) -> str:
@@ -131,10 +140,16 @@ class _Unit:
 
 class _Chunker:
     def __init__(
-        self, note: ParsedNote, count_tokens: CountTokens, target: int, maximum: int
+        self,
+        note: ParsedNote,
+        count_tokens: CountTokens,
+        target: int,
+        maximum: int,
+        base_path: tuple[str, ...] = (),
     ) -> None:
         self.body = note.body
         self.first_line = note.body_start_line
+        self.base_path = base_path
         self.count_tokens = count_tokens
         self.target = target
         self.max = maximum
@@ -216,7 +231,8 @@ class _Chunker:
     # ---- sections --------------------------------------------------------------
 
     def sections(self) -> list[_Section]:
-        sections: list[_Section] = [_Section((), 0, len(self.body), 0)]
+        base = self.base_path
+        sections: list[_Section] = [_Section(base, 0, len(self.body), 0)]
         stack: list[tuple[int, str]] = []
         tokens = self.tokens
         for i, tok in enumerate(tokens):
@@ -234,7 +250,7 @@ class _Chunker:
                 sections[-1].end = begin
                 sections.append(
                     _Section(
-                        tuple(t for _, t in stack),
+                        _join_paths(base, tuple(t for _, t in stack)),
                         begin,
                         len(self.body),
                         self.offset(tok.map[1]),
@@ -254,7 +270,7 @@ class _Chunker:
                 sec.block_starts = carry.block_starts + sec.block_starts
                 carry = None
             heading_only = not self.body[sec.heading_end : sec.end].strip()
-            if heading_only and sec.path and index < len(sections) - 1:
+            if heading_only and sec.path != base and index < len(sections) - 1:
                 carry = sec
                 continue
             out.append(sec)
@@ -447,10 +463,60 @@ def chunk_note(
     tokens); chunks aim at ``target_tokens`` and never exceed ``max_tokens``. An
     empty body gives no chunks. Deterministic: same note, same chunks.
     """
+    _check_budget(target_tokens, max_tokens)
+    return _Chunker(note, count_tokens, target_tokens, max_tokens).run()
+
+
+def _join_paths(base: tuple[str, ...], inner: tuple[str, ...]) -> tuple[str, ...]:
+    """A section's heading path inside a part whose own path is ``base`` (a heading
+    that repeats the part's last heading, as a PDF page's title does, is not doubled)."""
+    if base and inner and inner[0].casefold() == base[-1].casefold():
+        inner = inner[1:]
+    return base + inner
+
+
+def chunk_sections(
+    body: str,
+    body_start_line: int,
+    sections: Sequence[Any],
+    count_tokens: CountTokens,
+    target_tokens: int,
+    max_tokens: int,
+) -> list[Chunk]:
+    """Chunks of a document body: with no sections, by headings (``chunk_note``); else
+    each section (page, slide, chapter) on its own, so every chunk cites one of them.
+
+    A section's ``heading_path`` encloses the headings found inside it, and its
+    ``anchor`` becomes each of its chunks' anchor.
+    """
+    if not sections:
+        return chunk_note(_note(body, body_start_line), count_tokens, target_tokens, max_tokens)
+    _check_budget(target_tokens, max_tokens)
+    lines = body.split("\n")
+    chunks: list[Chunk] = []
+    for section in sections:
+        first = section.line_start - body_start_line
+        text = "\n".join(lines[max(first, 0) : section.line_end - body_start_line + 1])
+        base = tuple(p for p in section.heading_path if p)
+        chunker = _Chunker(
+            _note(text, section.line_start), count_tokens, target_tokens, max_tokens, base
+        )
+        for piece in chunker.run():
+            chunks.append(replace(piece, ordinal=len(chunks), anchor=section.anchor))
+    return chunks
+
+
+def _note(body: str, body_start_line: int) -> ParsedNote:
+    return ParsedNote(
+        path="", title="", aliases=[], tags=[], links=[], created=None, updated=None,
+        frontmatter={}, body=body, body_start_line=body_start_line, warnings=[],
+    )  # fmt: skip
+
+
+def _check_budget(target_tokens: int, max_tokens: int) -> None:
     if max_tokens < 8:
         raise ValueError(f"max_tokens must be at least 8, got {max_tokens}")
     if not 0 < target_tokens <= max_tokens:
         raise ValueError(
             f"target_tokens must be in 1..max_tokens ({max_tokens}), got {target_tokens}"
         )
-    return _Chunker(note, count_tokens, target_tokens, max_tokens).run()

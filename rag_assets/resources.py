@@ -7,7 +7,7 @@ from pathlib import Path
 
 from dagster import ConfigurableResource
 
-from rag_serving.config import MarkdownSourceConfig, RaglineConfig, load_config
+from rag_serving.config import FileSourceConfig, RaglineConfig, load_config
 from rag_serving.embedders import Embedder, create_embedder
 from rag_serving.index.store import IndexStore
 
@@ -21,7 +21,7 @@ class RaglineConfigResource(ConfigurableResource):
     def load(self) -> RaglineConfig:
         return load_config(self.config_path or None)
 
-    def source(self, name: str) -> MarkdownSourceConfig:
+    def source(self, name: str) -> FileSourceConfig:
         """The source configured for partition ``name``."""
         return self.load().source(name)
 

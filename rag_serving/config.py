@@ -138,13 +138,12 @@ class McpConfig(_Strict):
     tokens: list[McpToken] = []
 
 
-class MarkdownSourceConfig(_Strict):
-    """A folder of Markdown notes, e.g. an Obsidian vault."""
+class FileSourceConfig(_Strict):
+    """What every kind that reads a folder of files shares (the shared walker's rules)."""
 
     name: str
-    kind: Literal["markdown"]
     path: Path
-    include: list[str] = ["**/*.md", "**/*.markdown"]
+    include: list[str] = ["**/*"]
     exclude: list[str] = []
     ignore_dirs: list[str] = [".obsidian", ".git", ".trash"]
 
@@ -158,9 +157,80 @@ class MarkdownSourceConfig(_Strict):
             )
         return value
 
+    def extra_suffixes(self) -> tuple[str, ...]:
+        """File suffixes selected besides ``include`` (a vault's attachments)."""
+        return ()
 
-SourceConfig = Annotated[MarkdownSourceConfig, Field(discriminator="kind")]
-SOURCE_KINDS = ("markdown",)
+
+OcrMode = Literal["auto", "off"]
+_LANGUAGE_RE = re.compile(r"^[a-z]{3}(_[a-z]+)?$")
+
+
+class _OcrSettings(_Strict):
+    # OCR of pages and images without a text layer (Tesseract). "auto": when Tesseract
+    # is installed; the text documents of a run are searchable before OCR starts.
+    ocr: OcrMode = "auto"
+    ocr_languages: list[str] = ["eng"]
+
+    @field_validator("ocr_languages")
+    @classmethod
+    def _languages(cls, value: list[str]) -> list[str]:
+        for language in value:
+            if not _LANGUAGE_RE.match(language):
+                raise ValueError(
+                    f"{language!r} is not a Tesseract language code (e.g. 'eng', 'deu', 'chi_sim')"
+                )
+        if not value:
+            raise ValueError("give at least one language, e.g. ['eng']")
+        return value
+
+
+# Attachment types a Markdown source may index besides its notes, by file suffix.
+ATTACHMENT_SUFFIXES: dict[str, tuple[str, ...]] = {
+    "pdf": (".pdf",),
+    "docx": (".docx",),
+    "pptx": (".pptx",),
+    "xlsx": (".xlsx",),
+    "epub": (".epub",),
+    "html": (".html", ".htm"),
+    "png": (".png",),
+    "jpg": (".jpg", ".jpeg"),
+    "tiff": (".tif", ".tiff"),
+}
+
+
+class MarkdownSourceConfig(FileSourceConfig, _OcrSettings):
+    """A folder of Markdown notes, e.g. an Obsidian vault (with its attachments)."""
+
+    kind: Literal["markdown"]
+    include: list[str] = ["**/*.md", "**/*.markdown"]
+    # Files besides the notes indexed with the document parsers (by type). Images are
+    # off by default: OCR of every screenshot in a vault is rarely wanted.
+    attachments: list[str] = ["pdf"]
+
+    @field_validator("attachments")
+    @classmethod
+    def _known_attachments(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name not in ATTACHMENT_SUFFIXES:
+                raise ValueError(
+                    f"unknown attachment type {name!r}; supported: "
+                    + ", ".join(ATTACHMENT_SUFFIXES)
+                )
+        return value
+
+    def extra_suffixes(self) -> tuple[str, ...]:
+        return tuple(s for name in self.attachments for s in ATTACHMENT_SUFFIXES[name])
+
+
+class DocumentsSourceConfig(FileSourceConfig, _OcrSettings):
+    """Any folder of documents: PDF, office files, HTML, EPUB, text, images."""
+
+    kind: Literal["documents"]
+
+
+SourceConfig = Annotated[MarkdownSourceConfig | DocumentsSourceConfig, Field(discriminator="kind")]
+SOURCE_KINDS = ("markdown", "documents")
 EMBEDDER_PROVIDERS = ("sentence-transformers", "ollama")
 
 
@@ -178,7 +248,7 @@ class RaglineConfig(_Strict):
 
     @field_validator("sources")
     @classmethod
-    def _unique_names(cls, sources: list[MarkdownSourceConfig]) -> list[MarkdownSourceConfig]:
+    def _unique_names(cls, sources: list[FileSourceConfig]) -> list[FileSourceConfig]:
         seen: set[str] = set()
         for source in sources:
             if source.name in seen:
@@ -186,7 +256,7 @@ class RaglineConfig(_Strict):
             seen.add(source.name)
         return sources
 
-    def source(self, name: str) -> MarkdownSourceConfig:
+    def source(self, name: str) -> FileSourceConfig:
         """The source called ``name``; raises ConfigError listing close matches."""
         for source in self.sources:
             if source.name == name:
@@ -278,7 +348,7 @@ def _dotted(loc: tuple, raw: dict) -> str:
     for item in loc:
         if isinstance(item, int):
             parts[-1] = f"{parts[-1]}[{item}]" if parts else f"[{item}]"
-        elif item in {"markdown", "sentence-transformers", "ollama"} and parts:
+        elif item in {*SOURCE_KINDS, *EMBEDDER_PROVIDERS} and parts:
             continue  # discriminator tags pydantic adds to the location
         else:
             parts.append(str(item))
@@ -320,21 +390,69 @@ target_tokens = 180
 [search]
 k = 10
 mode = "hybrid"   # hybrid | bm25 | vector
-rrf_k = 60
+"""
 
+_SOURCE_BLOCKS = {
+    "markdown": """
 [[sources]]
 name = "{name}"
 kind = "markdown"
 path = "{path}"
 include = ["**/*.md"]
 exclude = []
-"""
+attachments = ["pdf"]   # also index these files of the vault (pdf, docx, pptx, png, ...)
+""",
+    "documents": """
+[[sources]]
+name = "{name}"
+kind = "documents"
+path = "{path}"
+include = ["**/*"]
+exclude = []
+ocr = "auto"            # OCR pages and images without text (Tesseract); or "off"
+ocr_languages = ["eng"]
+""",
+}
+
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+_DETECT_SAMPLE = 2000
 
 
-def starter_config(source_path: Path, data_dir: Path, name: str) -> str:
-    """Text of a starter config with one markdown source for ``source_path``."""
-    return STARTER_CONFIG.format(
-        data_dir=data_dir.as_posix(), name=name, path=source_path.as_posix()
+def detect_kind(folder: Path) -> tuple[str, str]:
+    """The source kind for ``folder`` and why: an Obsidian vault (``.obsidian/``) or a
+    folder of mostly Markdown files is ``markdown``; anything else is ``documents``."""
+    if (folder / ".obsidian").is_dir():
+        return "markdown", "found .obsidian/: an Obsidian vault"
+    markdown = total = 0
+    for _dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for filename in filenames:
+            if filename.startswith("."):
+                continue
+            total += 1
+            markdown += filename.lower().endswith(MARKDOWN_SUFFIXES)
+        if total >= _DETECT_SAMPLE:
+            break
+    if total and markdown / total >= 0.8:
+        return "markdown", f"{markdown} of {total} files are Markdown notes"
+    return "documents", (
+        f"a folder of documents ({total - markdown} of {total} files are not Markdown; "
+        "Markdown files in it are indexed too)"
+        if total
+        else "an empty folder, taken as a folder of documents"
+    )
+
+
+def source_block(name: str, kind: str, source_path: Path) -> str:
+    """The ``[[sources]]`` block of a new source, in the config file's TOML."""
+    path = source_path.as_posix().replace("\\", "\\\\").replace('"', '\\"')
+    return _SOURCE_BLOCKS[kind].format(name=name, path=path)
+
+
+def starter_config(source_path: Path, data_dir: Path, name: str, kind: str = "markdown") -> str:
+    """Text of a starter config with one source of ``kind`` for ``source_path``."""
+    return STARTER_CONFIG.format(data_dir=data_dir.as_posix()) + source_block(
+        name, kind, source_path
     )
 
 

@@ -25,6 +25,10 @@ class IndexNotBuiltError(RaglineError):
     """The index does not exist yet (nothing was indexed)."""
 
 
+class IndexNeedsUpgradeError(RaglineError):
+    """The index has an older format that ``ragline index`` upgrades in place."""
+
+
 class EmbedderMismatchError(RaglineError):
     """The configured embedder differs from the one the index was built with."""
 

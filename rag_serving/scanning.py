@@ -9,7 +9,7 @@ from pathlib import Path
 
 from wcmatch import glob
 
-from rag_serving.config import MarkdownSourceConfig
+from rag_serving.config import FileSourceConfig
 from rag_serving.errors import ConfigError
 
 _FLAGS = glob.GLOBSTAR | glob.DOTGLOB
@@ -22,8 +22,9 @@ class FileStat:
     mtime_ns: int
 
 
-def iter_source_files(source: MarkdownSourceConfig) -> Iterator[FileStat]:
-    """Every file of ``source`` that its globs select, in a stable order."""
+def iter_source_files(source: FileSourceConfig) -> Iterator[FileStat]:
+    """Every file of ``source`` that its globs (or its attachment types) select, in a
+    stable order."""
     root = Path(source.path)
     if not root.is_dir():
         raise ConfigError(
@@ -31,12 +32,15 @@ def iter_source_files(source: MarkdownSourceConfig) -> Iterator[FileStat]:
             "fix `path` in the config"
         )
     ignored = set(source.ignore_dirs)
+    extra = source.extra_suffixes()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if d not in ignored)
         for filename in sorted(filenames):
             full = Path(dirpath) / filename
             rel = full.relative_to(root).as_posix()
-            if not glob.globmatch(rel, source.include, flags=_FLAGS):
+            if not glob.globmatch(rel, source.include, flags=_FLAGS) and not (
+                extra and filename.lower().endswith(extra)
+            ):
                 continue
             if source.exclude and glob.globmatch(rel, source.exclude, flags=_FLAGS):
                 continue
@@ -47,16 +51,6 @@ def iter_source_files(source: MarkdownSourceConfig) -> Iterator[FileStat]:
             if not full.is_file():
                 continue
             yield FileStat(rel, st.st_size, st.st_mtime_ns)
-
-
-def stat_fingerprint(stats: list[FileStat]) -> str:
-    """A short hash of every (path, size, mtime) of a source: equal means unchanged."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    for stat in stats:
-        digest.update(f"{stat.path}\0{stat.size}\0{stat.mtime_ns}\n".encode())
-    return digest.hexdigest()[:20]
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from rag_serving.config import MarkdownSourceConfig, RaglineConfig
+from rag_serving.config import FileSourceConfig, RaglineConfig
 from rag_serving.errors import RaglineError
 from rag_serving.index.layout import IndexLayout
 from rag_serving.index.manifest import read_manifest
@@ -61,6 +61,8 @@ class SourceStatus:
             "errors": [i.__dict__ for i in self.issues if i.severity == "error"],
             "skipped": [i.__dict__ for i in self.issues if i.severity == "skipped"],
             "warnings": [i.__dict__ for i in self.issues if i.severity == "warning"],
+            # items indexed without the costly work a deferred pass will do (OCR)
+            "pending": [i.__dict__ for i in self.issues if i.severity == "pending"],
         }
 
 
@@ -133,7 +135,7 @@ def index_status(config: RaglineConfig, check_pending: bool = True) -> IndexStat
 
 
 def _pending(
-    store: IndexStore | None, source: MarkdownSourceConfig, scope: str
+    store: IndexStore | None, source: FileSourceConfig, scope: str
 ) -> tuple[PendingChanges | None, str | None]:
     try:
         stats = list(iter_source_files(source))

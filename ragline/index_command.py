@@ -8,7 +8,7 @@ from rag_serving.config import RaglineConfig
 from ragline.output import console, err_console, print_json
 
 STAGES = {"scan": "scanning", "parse": "parsing", "chunk": "chunking", "embed": "embedding",
-          "fulltext": "full-text"}  # fmt: skip
+          "fulltext": "full-text", "ocr": "OCR"}  # fmt: skip
 
 
 def run_index(config: RaglineConfig, sources: list[str], full: bool, as_json: bool) -> bool:
@@ -40,6 +40,7 @@ def run_index(config: RaglineConfig, sources: list[str], full: bool, as_json: bo
                 {
                     "source": o.source,
                     "run_id": o.run_id,
+                    "pass": "deferred" if o.deferred_pass else "first",
                     "success": o.success,
                     "seconds": round(o.seconds, 2),
                     "error": o.error,
@@ -50,7 +51,16 @@ def run_index(config: RaglineConfig, sources: list[str], full: bool, as_json: bo
         )
     else:
         for o in outcomes:
-            if o.success:
+            if o.success and o.deferred_pass:
+                docs = o.metadata.get("parsed_documents", {})
+                emb = o.metadata.get("embeddings", {})
+                console.print(
+                    f"[green]✓[/] {o.source} (deferred pass: OCR): {docs.get('changed', 0)} "
+                    f"documents completed, {docs.get('failed', 0)} failed; "
+                    f"{emb.get('embedded', 0)} chunks embedded in {o.seconds:.1f}s  "
+                    f"[dim]run {o.run_id[:8]}[/]"
+                )
+            elif o.success:
                 files = o.metadata.get("raw_files", {})
                 docs = o.metadata.get("parsed_documents", {})
                 emb = o.metadata.get("embeddings", {})

@@ -24,6 +24,12 @@ class SourceRunOutcome:
     seconds: float
     metadata: dict[str, dict[str, Any]] = field(default_factory=dict)  # asset → metadata
     error: str | None = None
+    deferred_pass: bool = False  # the run that did the work a first pass queued (OCR)
+
+    @property
+    def deferred_documents(self) -> int:
+        """Documents whose costly work (OCR) is still queued after this run."""
+        return int(self.metadata.get("parsed_documents", {}).get("deferred_documents", 0) or 0)
 
 
 def index_sources(
@@ -59,25 +65,32 @@ def index_sources(
     job = defs.resolve_job_def(INDEX_JOB_NAME)
     progress.set_reporter(on_progress)
     outcomes = []
+
+    def run(name: str, tags: dict[str, str], deferred: bool) -> SourceRunOutcome:
+        started = time.perf_counter()
+        result = job.execute_in_process(
+            partition_key=name,
+            instance=instance,
+            tags={**tags, "ragline/launched_by": "cli"},
+            run_config=QUIET_LOGGERS,
+            raise_on_error=False,
+        )
+        return _outcome(name, result, time.perf_counter() - started, deferred)
+
     try:
+        # Every source's first pass comes first, so its text documents are searchable
+        # before any source spends minutes on OCR.
         for name in selected:
-            started = time.perf_counter()
-            tags = {"ragline/full": "true"} if full else {}
-            tags["ragline/launched_by"] = "cli"
-            result = job.execute_in_process(
-                partition_key=name,
-                instance=instance,
-                tags=tags,
-                run_config=QUIET_LOGGERS,
-                raise_on_error=False,
-            )
-            outcomes.append(_outcome(name, result, time.perf_counter() - started))
+            outcomes.append(run(name, {"ragline/full": "true"} if full else {}, False))
+        for first in list(outcomes):
+            if first.success and first.deferred_documents:
+                outcomes.append(run(first.source, {"ragline/pass": "deferred"}, True))
     finally:
         progress.set_reporter(None)
     return outcomes
 
 
-def _outcome(name: str, result: Any, seconds: float) -> SourceRunOutcome:
+def _outcome(name: str, result: Any, seconds: float, deferred: bool) -> SourceRunOutcome:
     metadata: dict[str, dict[str, Any]] = {}
     for event in result.get_asset_materialization_events():
         materialization = event.event_specific_data.materialization
@@ -94,7 +107,7 @@ def _outcome(name: str, result: Any, seconds: float) -> SourceRunOutcome:
                     error = _root_message(failure)
                     break
         error = error or "the run failed; see the Dagster UI (`ragline ui`) for its logs"
-    return SourceRunOutcome(name, result.run_id, result.success, seconds, metadata, error)
+    return SourceRunOutcome(name, result.run_id, result.success, seconds, metadata, error, deferred)
 
 
 def _root_message(error: Any) -> str:

@@ -38,6 +38,8 @@ def render_search(result: SearchResult, explain: bool) -> None:
         snippet = _BOLD.sub(
             lambda m: f"[bold yellow]{escape(m.group(1))}[/]", _escape_keep_bold(hit.snippet)
         )
+        if hit.location and hit.location != hit.path:
+            console.print(f"    [dim]at[/] {escape(hit.location)}")
         console.print(f"    {snippet}")
         if hit.stale:
             console.print(f"    [yellow]stale: the file was {hit.stale} after it was indexed[/]")
@@ -105,7 +107,7 @@ def render_status(status: IndexStatus) -> None:
         for issue in s.issues:
             if issue.severity == "warning":
                 continue
-            colour = "red" if issue.severity == "error" else "yellow"
+            colour = {"error": "red", "pending": "cyan"}.get(issue.severity, "yellow")
             console.print(
                 f"  [{colour}]{issue.severity}[/] {escape(s.name)}:{escape(issue.path)}: "
                 f"{escape(issue.message)}"

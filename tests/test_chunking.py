@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rag_assets.chunking import Chunk, chunk_note, heading_anchor
-from rag_assets.sources.markdown import ParsedNote, parse_markdown
+from rag_assets.formats.markdown import ParsedNote, parse_markdown
 from rag_serving.config import SentenceTransformersConfig
 from rag_serving.embedders.sentence_transformers import SentenceTransformersEmbedder
 

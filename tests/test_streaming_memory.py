@@ -16,6 +16,7 @@ import pytest
 from rag_assets.stages import chunk as chunk_stage
 from rag_assets.stages import embed as embed_stage
 from rag_assets.stages import parse as parse_stage
+from rag_assets.sources import source_kind
 from rag_assets.stages.chunk import chunk_source
 from rag_assets.stages.embed import embed_source, target_generation
 from rag_assets.stages.fulltext import sync_fulltext
@@ -89,10 +90,11 @@ def index(
             patch.setattr(embed_stage, "SCAN_BATCH", SMALL["scan"])
         store = IndexStore(data_dir)
         source = MarkdownSourceConfig(name="help", kind="markdown", path=vault)
-        scan_source(store, source, full)
-        parse_source(store, source, full, run_id="test")
+        kind = source_kind(source)
+        scan_source(store, kind, full)
+        parse_source(store, kind, full, run_id="test")
         chunk_source(
-            store, source, chunking or ChunkingConfig(), embedder, full,
+            store, kind, chunking or ChunkingConfig(), embedder, full,
             batch_size=SMALL["chunk_read"] if small else chunk_stage.READ_BATCH,
         )  # fmt: skip
         result = embed_source(

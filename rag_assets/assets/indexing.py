@@ -12,9 +12,11 @@ from dagster import (
 
 from rag_assets import checks
 from rag_assets.assets.metadata import materialize_result
+from rag_assets.migrations import upgrade_index
 from rag_assets.partitions import sources_partitions
 from rag_assets.recovery import process_tags
 from rag_assets.resources import EmbedderResource, IndexStoreResource, RaglineConfigResource
+from rag_assets.sources import source_kind
 from rag_assets.stages.chunk import chunk_source
 from rag_assets.stages.embed import embed_source, target_generation
 from rag_assets.stages.fulltext import sync_fulltext
@@ -23,15 +25,19 @@ from rag_assets.stages.scan import scan_source
 from rag_serving.index.ann import ensure_search_indexes
 
 FULL_REBUILD_TAG = "ragline/full"
+# "deferred": the pass that does the costly work (OCR) the first pass left queued.
+PASS_TAG = "ragline/pass"
 WRITER_POOL = "ragline_writer"
 GROUP = "indexing"
 
 
-def _check_result(outcome: checks.CheckOutcome) -> AssetCheckResult:
+def _check_result(
+    outcome: checks.CheckOutcome, severity: AssetCheckSeverity = AssetCheckSeverity.ERROR
+) -> AssetCheckResult:
     return AssetCheckResult(
         check_name=outcome.name,
         passed=outcome.passed,
-        severity=AssetCheckSeverity.ERROR,
+        severity=severity,
         description=outcome.description,
         metadata=outcome.metadata,
     )
@@ -44,6 +50,11 @@ def is_full_rebuild(context: AssetExecutionContext) -> bool:
     return tags.get(FULL_REBUILD_TAG) == "true" or "dagster/backfill" in tags
 
 
+def is_deferred_pass(context: AssetExecutionContext) -> bool:
+    """A run tagged ``ragline/pass=deferred`` does the work first passes queued (OCR)."""
+    return context.run.tags.get(PASS_TAG) == "deferred"
+
+
 @asset(partitions_def=sources_partitions, pool=WRITER_POOL, group_name=GROUP, kinds={"lancedb"})
 def raw_files(
     context: AssetExecutionContext, settings: RaglineConfigResource, index_store: IndexStoreResource
@@ -52,25 +63,37 @@ def raw_files(
     # Record which process runs this run, so a killed run can be recognised later.
     context.instance.add_run_tags(context.run_id, process_tags())
     source = settings.source(context.partition_key)
-    result = scan_source(index_store.store(), source, full=is_full_rebuild(context))
+    store = index_store.store()
+    upgraded = upgrade_index(store)
+    if upgraded:
+        context.log.info(f"index upgraded in place: {upgraded}")
+    result = scan_source(store, source_kind(source), full=is_full_rebuild(context))
     return materialize_result(result)
 
 
 @asset(
     deps=[raw_files], partitions_def=sources_partitions, pool=WRITER_POOL, group_name=GROUP,
     kinds={"lancedb"},
+    check_specs=[AssetCheckSpec(checks.ITEMS_INDEXED, asset="parsed_documents")],
 )  # fmt: skip
 def parsed_documents(
     context: AssetExecutionContext, settings: RaglineConfigResource, index_store: IndexStoreResource
 ) -> MaterializeResult:
-    """Parsed notes (title, tags, links, body); broken files recorded and skipped."""
+    """Parsed documents (text with anchored sections, title, tags, links); broken items
+    recorded and skipped; costly work (OCR) queued for a deferred pass."""
     source = settings.source(context.partition_key)
+    store = index_store.store()
     result = parse_source(
-        index_store.store(), source, full=is_full_rebuild(context), run_id=context.run_id
+        store,
+        source_kind(source),
+        full=is_full_rebuild(context),
+        run_id=context.run_id,
+        deferred_pass=is_deferred_pass(context),
     )
     for problem in result.problems:
         context.log.warning(f"{source.name}: {problem.path}: {problem.severity}: {problem.message}")
-    return materialize_result(result)
+    outcome = checks.items_indexed(store, source.name)
+    return materialize_result(result, [_check_result(outcome, AssetCheckSeverity.WARN)])
 
 
 @asset(
@@ -87,7 +110,7 @@ def chunks(
     config = settings.load()
     source = config.source(context.partition_key)
     result = chunk_source(
-        index_store.store(), source, config.chunking, embedder.embedder(),
+        index_store.store(), source_kind(source), config.chunking, embedder.embedder(),
         full=is_full_rebuild(context),
     )  # fmt: skip
     return materialize_result(result)

@@ -1,8 +1,10 @@
-"""Requests an indexing run for exactly the sources whose files changed.
+"""Requests an indexing run for exactly the sources whose items changed.
 
-Each tick lists every configured source with ``stat()`` only (nothing is read or
-hashed here: a sensor tick must stay far below Dagster's 60 s limit) and compares
-a fingerprint of (path, size, mtime) plus the indexing settings with the cursor.
+Each tick asks every configured source's kind for its cheap change signal (for
+files: ``stat()`` only; nothing is read or hashed here: a sensor tick must stay far
+below Dagster's 60 s limit) and compares it, plus the indexing settings, with the
+cursor. A source whose last run queued costly work (OCR) leaves a marker file; its
+modification time, also in the cursor, asks once for a deferred pass.
 """
 
 import hashlib
@@ -17,13 +19,15 @@ from dagster import (
     sensor,
 )
 
+from rag_assets.assets.indexing import PASS_TAG
 from rag_assets.jobs import index_source_job
 from rag_assets.partitions import SOURCES_PARTITIONS_NAME
 from rag_assets.recovery import reap_dead_runs
 from rag_assets.resources import RaglineConfigResource
+from rag_assets.sources import source_kind
 from rag_serving.config import RaglineConfig
 from rag_serving.errors import RaglineError
-from rag_serving.scanning import iter_source_files, stat_fingerprint
+from rag_serving.index.layout import IndexLayout
 
 LAUNCHED_BY_TAG = "ragline/launched_by"
 
@@ -55,6 +59,7 @@ def build_source_changes_sensor(interval_s: int):
         previous: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
         partitions = set(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
         extra = settings_fingerprint(config)
+        layout = IndexLayout(config.data_dir)
         cursor: dict[str, str] = {}
         requests: list[RunRequest] = []
         notes: list[str] = []
@@ -62,14 +67,30 @@ def build_source_changes_sensor(interval_s: int):
             if source.name not in partitions:
                 notes.append(f"{source.name}: not a partition yet")
                 continue
+            deferred_key = f"{source.name}:deferred"
+            marker = layout.deferred_marker(source.name)
             try:
-                stats = list(iter_source_files(source))
+                stamp = str(marker.stat().st_mtime_ns)
+            except OSError:
+                stamp = ""
+            if stamp:
+                cursor[deferred_key] = stamp
+                if previous.get(deferred_key) != stamp:
+                    requests.append(
+                        RunRequest(
+                            partition_key=source.name,
+                            run_key=f"{deferred_key}:{stamp}",
+                            tags={LAUNCHED_BY_TAG: "sensor", PASS_TAG: "deferred"},
+                        )
+                    )
+            try:
+                signal = source_kind(source).change_signal()
             except RaglineError as exc:
                 notes.append(f"{source.name}: {exc}")
                 if source.name in previous:
                     cursor[source.name] = previous[source.name]
                 continue
-            fingerprint = f"{stat_fingerprint(stats)}-{extra}"
+            fingerprint = f"{signal}-{extra}"
             cursor[source.name] = fingerprint
             if previous.get(source.name) != fingerprint:
                 requests.append(

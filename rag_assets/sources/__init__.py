@@ -1,0 +1,25 @@
+"""Source kinds: one module per kind, registered here by name.
+
+Adding a kind: a config model in ``rag_serving/config.py`` (validated by the CLI and
+search without importing Dagster), a module here with its ``SourceKind`` subclass,
+and one line in ``KINDS``.
+"""
+
+from __future__ import annotations
+
+from rag_assets.sources.base import DocumentView, ItemStat, SourceKind
+from rag_assets.sources.documents import DocumentsKind
+from rag_assets.sources.markdown import MarkdownKind
+from rag_serving.config import FileSourceConfig
+
+KINDS: dict[str, type[SourceKind]] = {
+    MarkdownKind.name: MarkdownKind,
+    DocumentsKind.name: DocumentsKind,
+}
+
+__all__ = ["KINDS", "DocumentView", "ItemStat", "SourceKind", "source_kind"]
+
+
+def source_kind(config: FileSourceConfig) -> SourceKind:
+    """The kind implementation for a configured source."""
+    return KINDS[config.kind](config)  # type: ignore[attr-defined]

@@ -1,17 +1,23 @@
 """Stage 3 (``chunks``): cut new and changed documents into chunks that fit the
-embedder's input (counted with its own tokenizer)."""
+embedder's input (counted with its own tokenizer), with the kind's chunker.
+
+Chunks are reused by content hash: a document whose content another document
+already has chunked with the same settings (a renamed or copied file) gets a copy
+of those chunks under its own ids, so a renamed 50 MB PDF is not chunked again."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pyarrow as pa
 
-from rag_assets.chunking import chunk_note, heading_anchor
+from rag_assets.chunking import Chunk, heading_anchor
+from rag_assets.formats.model import Section
 from rag_assets.progress import report
-from rag_assets.sources.markdown import ParsedNote
+from rag_assets.sources import DocumentView, SourceKind
 from rag_assets.stages.result import StageResult
-from rag_serving.config import ChunkingConfig, MarkdownSourceConfig
+from rag_serving.config import ChunkingConfig
 from rag_serving.embedders import Embedder
 from rag_serving.index import schema as schemas
 from rag_serving.index.ids import chunk_id, text_hash
@@ -19,9 +25,13 @@ from rag_serving.index.store import IndexStore, sql_in, sql_string
 
 READ_BATCH = 200  # documents read and chunked at a time
 COMMIT_CHUNKS = 2048  # staged chunks per commit (whole documents)
-_NOTE_COLUMNS = [
-    "doc_id", "source", "path", "title", "aliases", "tags", "created", "updated", "body",
-    "body_start_line", "content_hash",
+_DOC_COLUMNS = [
+    "doc_id", "source", "path", "body", "body_start_line", "content_hash", "sections_json",
+    "file_type",
+]  # fmt: skip
+_COPY_COLUMNS = [
+    "doc_content_hash", "ordinal", "heading_path", "anchor", "line_start", "line_end", "text",
+    "embed_text", "embed_hash", "token_count",
 ]  # fmt: skip
 
 
@@ -41,7 +51,7 @@ def chunking_key(chunking: ChunkingConfig, embedder: Embedder) -> str:
 
 def chunk_source(
     store: IndexStore,
-    source: MarkdownSourceConfig,
+    kind: SourceKind,
     chunking: ChunkingConfig,
     embedder: Embedder,
     full: bool,
@@ -54,6 +64,7 @@ def chunk_source(
     one commit; only ids and hashes are kept for the whole source.
     """
     result = StageResult()
+    source = kind.config
     scope = f"source = {sql_string(source.name)}"
     docs = store.read("documents", where=scope, columns=["doc_id", "content_hash"]).to_pylist()
     staged = store.read(
@@ -70,7 +81,11 @@ def chunk_source(
     del staged
     live = {doc["doc_id"] for doc in docs}
     todo = [d["doc_id"] for d in docs if full or chunked_hash.get(d["doc_id"]) != d["content_hash"]]
+    wanted = set(todo)
+    todo_hashes = {d["content_hash"] for d in docs if d["doc_id"] in wanted}
+    del wanted
     del docs, chunked_hash
+    donors = {} if full else _chunked_elsewhere(store, todo_hashes, key)
     result.unchanged = len(live) - len(todo)
     gone = [d for d in known if d not in live]
     result.deleted = len(gone)
@@ -81,9 +96,13 @@ def chunk_source(
     for start in range(0, len(todo), batch_size):
         ids = todo[start : start + batch_size]
         where = sql_in("doc_id", ids)
-        for doc in store.read("documents", where=where, columns=_NOTE_COLUMNS).to_pylist():
-            note = _note_from_row(doc)
-            pieces = chunk_note(note, embedder.count_tokens, target, maximum)
+        for doc in store.read("documents", where=where, columns=_DOC_COLUMNS).to_pylist():
+            donor = donors.get(doc["content_hash"])
+            if donor is not None and donor != doc["doc_id"]:
+                pieces = _copied_chunks(store, donor)
+                result.extra["reused_chunkings"] = int(result.extra.get("reused_chunkings", 0)) + 1
+            else:
+                pieces = kind.chunk(_view(doc), embedder.count_tokens, target, maximum)
             pending.extend(_chunk_rows(doc, pieces, key))
             if not pieces:
                 result.skipped += 1  # nothing to embed (empty body); re-checked each run
@@ -114,20 +133,50 @@ def _write(store: IndexStore, scope: str, rows: list[dict[str, Any]], doc_ids: l
     return len(rows)
 
 
-def _note_from_row(doc: dict[str, Any]) -> ParsedNote:
-    return ParsedNote(
-        path=doc["path"],
-        title=doc["title"],
-        aliases=list(doc["aliases"] or []),
-        tags=list(doc["tags"] or []),
-        links=[],
-        created=doc["created"],
-        updated=doc["updated"],
-        frontmatter={},
+def _view(doc: dict[str, Any]) -> DocumentView:
+    sections = [Section.from_json(raw) for raw in json.loads(doc["sections_json"] or "[]")]
+    return DocumentView(
+        key=doc["path"],
         body=doc["body"] or "",
         body_start_line=int(doc["body_start_line"] or 1),
-        warnings=[],
+        sections=sections,
+        file_type=doc["file_type"],
     )
+
+
+def _chunked_elsewhere(store: IndexStore, hashes: set[str], key: str) -> dict[str, str]:
+    """content hash → a document (any source) whose chunks for it are staged with
+    ``key``: copying them is cheaper than chunking again."""
+    found: dict[str, str] = {}
+    ordered = sorted(h for h in hashes if h)
+    for start in range(0, len(ordered), 500):
+        where = f"{sql_in('doc_content_hash', ordered[start : start + 500])} AND ordinal = 0"
+        rows = store.read(
+            "staged_chunks", where=where, columns=["doc_id", "doc_content_hash", "chunking_key"]
+        )
+        for row in rows.to_pylist():
+            if row["chunking_key"] == key:
+                found.setdefault(row["doc_content_hash"], row["doc_id"])
+    return found
+
+
+def _copied_chunks(store: IndexStore, donor: str) -> list[Chunk]:
+    rows = store.read(
+        "staged_chunks", where=f"doc_id = {sql_string(donor)}", columns=_COPY_COLUMNS
+    ).to_pylist()
+    return [
+        Chunk(
+            ordinal=r["ordinal"],
+            heading_path=list(r["heading_path"] or []),
+            text=r["text"],
+            embed_text=r["embed_text"],
+            line_start=r["line_start"],
+            line_end=r["line_end"],
+            token_count=r["token_count"],
+            anchor=r["anchor"] or "",
+        )
+        for r in sorted(rows, key=lambda r: r["ordinal"])
+    ]
 
 
 def _chunk_rows(doc: dict[str, Any], pieces: list[Any], key: str) -> list[dict[str, Any]]:
@@ -144,7 +193,7 @@ def _chunk_rows(doc: dict[str, Any], pieces: list[Any], key: str) -> list[dict[s
                 "source": doc["source"],
                 "ordinal": piece.ordinal,
                 "heading_path": list(piece.heading_path),
-                "anchor": heading_anchor(list(piece.heading_path)),
+                "anchor": piece.anchor or heading_anchor(list(piece.heading_path)),
                 "line_start": piece.line_start,
                 "line_end": piece.line_end,
                 "text": piece.text,

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from rag_assets.progress import report
 from rag_assets.stages.result import StageResult, utcnow
-from rag_serving.config import MarkdownSourceConfig
+from rag_serving.config import FileSourceConfig
 from rag_serving.embedders import Embedder
 from rag_serving.index.manifest import Generation, read_manifest, write_manifest
 from rag_serving.index.schema import chunks_schema
@@ -34,7 +34,7 @@ _PLAN_COLUMNS = [
 ]  # fmt: skip
 _ROW_FIELDS = (
     "doc_id", "source", "kind", "path", "title", "heading", "anchor", "ordinal",
-    "line_start", "line_end", "text", "embed_hash", "tags", "modified",
+    "line_start", "line_end", "text", "embed_hash", "tags", "modified", "facets",
 )  # fmt: skip
 
 
@@ -56,7 +56,7 @@ def target_generation(store: IndexStore, embedder: Embedder) -> Generation:
 
 def embed_source(
     store: IndexStore,
-    source: MarkdownSourceConfig,
+    source: FileSourceConfig,
     embedder: Embedder,
     full: bool,
     batch_size: int = PUBLISH_BATCH,
@@ -79,11 +79,12 @@ def embed_source(
         for d in store.read(
             "documents",
             where=scope,
-            columns=["doc_id", "kind", "path", "title", "tags", "modified"],
+            columns=["doc_id", "kind", "path", "title", "tags", "modified", "facets"],
         ).to_pylist()
     }
     for doc in docs.values():
         doc["tags"] = expand_tags(list(doc["tags"] or []))
+        doc["facets"] = list(doc["facets"] or [])
     current: dict[str, str] = {}  # chunk_id -> row_hash
     current_by_doc: dict[str, list[str]] = {}
     for chunk, doc_id, digest in _columns(store, table, scope, ["chunk_id", "doc_id", "row_hash"]):
@@ -233,6 +234,7 @@ def _served_fields(staged: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any
         "embed_hash": staged["embed_hash"],
         "tags": doc["tags"],
         "modified": doc["modified"],
+        "facets": doc["facets"],
     }
 
 

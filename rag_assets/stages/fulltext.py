@@ -11,7 +11,7 @@ import pyarrow as pa
 from rag_assets.progress import report
 from rag_assets.stages.embed import target_generation
 from rag_assets.stages.result import StageResult, utcnow
-from rag_serving.config import MarkdownSourceConfig
+from rag_serving.config import FileSourceConfig
 from rag_serving.embedders import Embedder
 from rag_serving.index import schema as schemas
 from rag_serving.index.fulltext import FulltextIndex
@@ -20,7 +20,7 @@ from rag_serving.index.store import IndexStore, sql_in, sql_string
 
 FULLTEXT_COLUMNS = [
     "chunk_id", "doc_id", "source", "kind", "path", "title", "heading", "tags", "text",
-    "modified", "row_hash",
+    "modified", "row_hash", "facets",
 ]  # fmt: skip
 ROW_BATCH = 1024  # LanceDB rows per Arrow batch when adding to Tantivy
 LOOKUP_LIMIT = 2000  # up to this many rows to add are looked up by id
@@ -42,7 +42,7 @@ def fulltext_rows(store: IndexStore, table: str, where: str | None) -> list[dict
 
 def sync_fulltext(
     store: IndexStore,
-    source: MarkdownSourceConfig,
+    source: FileSourceConfig,
     embedder: Embedder,
     run_id: str,
     configured: Sequence[str],

@@ -1,8 +1,13 @@
-"""Stage 2 (``parsed_documents``): parse new and changed files into documents.
+"""Stage 2 (``parsed_documents``): parse new and changed items into documents.
 
-A file that cannot be parsed is recorded in ``file_issues`` (and in the run's
-metadata) and skipped; it never fails the source, and the document it had
-before (if any) is removed so results never show content the file no longer has.
+An item that cannot be parsed is recorded in ``file_issues`` (and in the run's
+metadata) and skipped; it never fails the source, and the document it had before
+(if any) is removed so results never show content the item no longer has.
+
+Parsed output is reused by content hash and parser version: a renamed or copied
+file is not parsed again, and a new version of one parser re-parses only the items
+of its type. Costly work a parser defers in a run's first pass (OCR) is done by a
+deferred pass (``deferred_pass``), so it never holds back the other items.
 """
 
 from __future__ import annotations
@@ -11,95 +16,250 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import PurePosixPath
 from typing import Any
 
 import pyarrow as pa
 
+from rag_assets.formats.model import ItemError, ItemSkipped, ParsedDocument, json_safe
 from rag_assets.progress import report
-from rag_assets.sources.markdown import NoteParseError, NoteSkipped, ParsedNote, parse_markdown
+from rag_assets.sources import SourceKind
 from rag_assets.stages.result import FileProblem, StageResult, utcnow
-from rag_serving.config import MarkdownSourceConfig
 from rag_serving.index import schema as schemas
-from rag_serving.index.ids import content_hash
 from rag_serving.index.store import IndexStore, sql_in, sql_string
 
 COMMIT_DOCUMENTS = 500  # parsed documents per commit...
 COMMIT_BYTES = 16 * 2**20  # ...or fewer when their text reaches this size
+LOOKUP_BATCH = 500  # content hashes per query when looking for reusable parses
+_REUSED_COLUMNS = [
+    "content_hash", "parser", "body", "body_start_line", "sections_json", "frontmatter_json",
+    "aliases", "tags", "links_json", "created", "updated", "warnings", "parsed_title",
+    "deferred", "file_type",
+]  # fmt: skip
 
 
 def parse_source(
-    store: IndexStore, source: MarkdownSourceConfig, full: bool, run_id: str
+    store: IndexStore,
+    kind: SourceKind,
+    full: bool,
+    run_id: str,
+    deferred_pass: bool = False,
 ) -> StageResult:
     """Bring ``documents`` and ``file_issues`` in line with the ``files`` table."""
     result = StageResult()
-    scope = f"source = {sql_string(source.name)}"
-    files = store.read("files", where=scope).to_pylist()
-    parsed_hash = _hashes(store, "documents", scope)
-    issue_hash = _hashes(store, "file_issues", scope)
+    name = kind.config.name
+    scope = f"source = {sql_string(name)}"
+    files = store.read(
+        "files", where=scope, columns=["doc_id", "path", "content_hash", "error", "mtime_ns"]
+    ).to_pylist()
+    parsed = _rows(store, "documents", scope, ["doc_id", "content_hash", "parser", "deferred"])
+    issues = _rows(store, "file_issues", scope, ["doc_id", "content_hash", "parser"])
     live = {f["doc_id"] for f in files}
-    todo = [
-        f for f in files
-        if full or f["error"] or f["content_hash"] not in (parsed_hash.get(f["doc_id"]), issue_hash.get(f["doc_id"]))
-    ]  # fmt: skip
+    todo = [f for f in files if full or _needs_parse(kind, f, parsed, issues, deferred_pass)]
     result.unchanged = len(files) - len(todo)
     del files
-    gone = [d for d in set(parsed_hash) | set(issue_hash) if d not in live]
-    result.deleted = len([d for d in gone if d in parsed_hash])
-    issues: list[dict[str, Any]] = []
+    gone = [d for d in set(parsed) | set(issues) if d not in live]
+    result.deleted = len([d for d in gone if d in parsed])
+    reusable = {} if full else _reusable_parses(store, kind, todo, deferred_pass)
+    options = kind.parse_options(allow_deferred_work=deferred_pass)
+    new_issues: list[dict[str, Any]] = []
     pending: list[dict[str, Any]] = []  # parsed documents not yet written
-    pending_ids: list[str] = []  # the files they (or their failures) came from
+    pending_ids: list[str] = []  # the items they (or their failures) came from
     pending_bytes = 0
     now = utcnow()
-    root = Path(source.path)
     for position, file in enumerate(todo, start=1):
-        outcome = _parse_one(root, source, file, run_id, now)
+        version = kind.parser_version(file["path"])
+        donor = reusable.get((file["content_hash"], version))
+        if donor is not None:
+            row = _document_row(kind, file, _reused(store, donor), version, now)
+            result.extra["reused_parses"] = int(result.extra.get("reused_parses", 0)) + 1
+            outcome: dict[str, Any] | FileProblem = row
+        else:
+            outcome = _parse_one(kind, file, options, version, now)
         pending_ids.append(file["doc_id"])
         if isinstance(outcome, dict):
             pending.append(outcome)
             pending_bytes += len(outcome["body"] or "") + len(outcome["links_json"])
-            if file["doc_id"] in parsed_hash:
+            if file["doc_id"] in parsed:
                 result.changed += 1
             else:
                 result.new += 1
-            if outcome["warnings"]:
-                message = "; ".join(outcome["warnings"])
-                result.problems.append(FileProblem(file["path"], "warning", message))
-                issues.append(
-                    _issue(source, file, outcome["content_hash"], "warning", message, run_id, now)
-                )
+            notice = _notice(outcome)
+            if notice is not None:
+                result.problems.append(FileProblem(file["path"], *notice))
+                new_issues.append(_issue(name, file, *notice, version, run_id, now))
         else:
-            problem, digest = outcome
-            result.problems.append(problem)
-            if problem.severity == "skipped":
+            result.problems.append(outcome)
+            if outcome.severity == "skipped":
                 result.skipped += 1
             else:
                 result.failed += 1
-            issues.append(
-                _issue(source, file, digest, problem.severity, problem.message, run_id, now)
+            new_issues.append(
+                _issue(name, file, outcome.severity, outcome.message, version, run_id, now)
             )
         if len(pending_ids) >= COMMIT_DOCUMENTS or pending_bytes >= COMMIT_BYTES:
             _write_documents(store, scope, pending, pending_ids)
             pending, pending_ids, pending_bytes = [], [], 0
         if position % 100 == 0:
-            report(source.name, "parse", position, len(todo))
-    report(source.name, "parse", len(todo), len(todo))
+            report(name, "parse", position, len(todo))
+    report(name, "parse", len(todo), len(todo))
 
     # Documents are written a batch at a time, each batch in one commit (with the
-    # removal of documents whose files now fail or are skipped); documents of deleted
-    # files go with the last batch. Issues are few: they change in one commit.
+    # removal of documents whose items now fail or are skipped); documents of deleted
+    # items go with the last batch. Issues are few: they change in one commit.
     if pending or pending_ids or gone:
         _write_documents(store, scope, pending, pending_ids, gone)
     done_ids = [f["doc_id"] for f in todo]
-    if issues or done_ids or gone:
+    if new_issues or done_ids or gone:
         store.apply_changes(
             "file_issues",
             schemas.FILE_ISSUES,
-            pa.Table.from_pylist(issues, schemas.FILE_ISSUES) if issues else None,
+            pa.Table.from_pylist(new_issues, schemas.FILE_ISSUES) if new_issues else None,
             delete_where=f"{scope} AND {sql_in('doc_id', done_ids + gone)}",
         )
     result.row_count = store.count("documents", scope)
+    waiting = store.count("documents", f"{scope} AND array_length(deferred) > 0")
+    result.extra["deferred_documents"] = waiting
+    _mark_deferred(store, name, waiting)
     return result
+
+
+def _rows(store: IndexStore, table: str, scope: str, columns: list[str]) -> dict[str, dict]:
+    return {r["doc_id"]: r for r in store.read(table, where=scope, columns=columns).to_pylist()}
+
+
+def _needs_parse(
+    kind: SourceKind,
+    file: dict[str, Any],
+    parsed: dict[str, dict],
+    issues: dict[str, dict],
+    deferred_pass: bool,
+) -> bool:
+    if file["error"]:
+        return True
+    version = kind.parser_version(file["path"])
+    doc = parsed.get(file["doc_id"])
+    if doc is not None:
+        if doc["content_hash"] != file["content_hash"] or doc["parser"] != version:
+            return True
+        return deferred_pass and bool(doc["deferred"])
+    issue = issues.get(file["doc_id"])
+    return issue is None or (issue["content_hash"], issue["parser"]) != (
+        file["content_hash"],
+        version,
+    )
+
+
+def _reusable_parses(
+    store: IndexStore, kind: SourceKind, todo: list[dict[str, Any]], deferred_pass: bool
+) -> dict[tuple[str, str], str]:
+    """(content hash, parser version) → the doc_id of a document, in any source, that
+    already holds that parse: a renamed or copied item is copied, not parsed again."""
+    wanted = {
+        (f["content_hash"], kind.parser_version(f["path"])) for f in todo if f["content_hash"]
+    }
+    hashes = sorted({digest for digest, _ in wanted})
+    found: dict[tuple[str, str], str] = {}
+    for start in range(0, len(hashes), LOOKUP_BATCH):
+        where = sql_in("content_hash", hashes[start : start + LOOKUP_BATCH])
+        rows = store.read(
+            "documents", where=where, columns=["doc_id", "content_hash", "parser", "deferred"]
+        )
+        for row in rows.to_pylist():
+            key = (row["content_hash"], row["parser"])
+            # In the deferred pass a parse that still lacks its deferred work is redone.
+            if key in wanted and not (deferred_pass and row["deferred"]):
+                found.setdefault(key, row["doc_id"])
+    return found
+
+
+def _reused(store: IndexStore, doc_id: str) -> dict[str, Any]:
+    rows = store.read("documents", where=f"doc_id = {sql_string(doc_id)}", columns=_REUSED_COLUMNS)
+    return rows.to_pylist()[0]
+
+
+def _parse_one(
+    kind: SourceKind,
+    file: dict[str, Any],
+    options: Any,
+    version: str,
+    now: datetime,
+) -> dict[str, Any] | FileProblem:
+    path = file["path"]
+    if file["error"]:
+        return FileProblem(path, "error", file["error"])
+    try:
+        document = kind.parse(path, options)
+    except ItemSkipped as exc:
+        return FileProblem(path, "skipped", str(exc))
+    except ItemError as exc:
+        return FileProblem(path, "error", str(exc))
+    except OSError as exc:
+        message = f"cannot read the file: {exc.strerror or exc}; check its permissions"
+        return FileProblem(path, "error", message)
+    except Exception as exc:  # a parser bug must not fail the whole source
+        message = f"unexpected parser error ({type(exc).__name__}: {exc}); please report it"
+        return FileProblem(path, "error", " ".join(message.split()))
+    return _document_row(kind, file, _fields(kind, path, document), version, now)
+
+
+def _fields(kind: SourceKind, key: str, document: ParsedDocument) -> dict[str, Any]:
+    """The path-independent columns of a parsed document (what a copy can reuse)."""
+    return {
+        "body": document.body,
+        "body_start_line": document.body_start_line,
+        "sections_json": json.dumps([s.as_json() for s in document.sections], ensure_ascii=False),
+        "frontmatter_json": json.dumps(json_safe(document.metadata), ensure_ascii=False),
+        "aliases": list(document.aliases),
+        "tags": list(document.tags),
+        "links_json": json.dumps([asdict(link) for link in document.links], ensure_ascii=False),
+        "created": document.created,
+        "updated": document.updated,
+        "warnings": list(document.warnings),
+        "parsed_title": document.title,
+        "deferred": list(document.deferred),
+        "file_type": kind.file_type(key),
+    }
+
+
+def _document_row(
+    kind: SourceKind,
+    file: dict[str, Any],
+    fields: dict[str, Any],
+    version: str,
+    now: datetime,
+) -> dict[str, Any]:
+    key = file["path"]
+    mtime = file["mtime_ns"]
+    file_type = kind.file_type(key)
+    return {
+        **{k: v for k, v in fields.items() if k not in ("content_hash", "parser")},
+        "doc_id": file["doc_id"],
+        "source": kind.config.name,
+        "kind": kind.name,
+        "path": key,
+        "title": fields["parsed_title"] or _title_from_key(key),
+        "modified": datetime.fromtimestamp(mtime / 1e9, UTC) if mtime is not None else None,
+        "content_hash": file["content_hash"],
+        "indexed_at": now,
+        "file_type": file_type,
+        "facets": [f"type:{file_type}"] if file_type else [],
+        "parser": version,
+    }
+
+
+def _title_from_key(key: str) -> str:
+    name = PurePosixPath(key)
+    return name.stem or name.name or key
+
+
+def _notice(row: dict[str, Any]) -> tuple[str, str] | None:
+    """(severity, message) for a parsed document with pending work or warnings."""
+    parts = list(row["warnings"])
+    if row["deferred"]:
+        queued = "; ".join(row["deferred"])
+        return "pending", "; ".join([f"queued for a later pass: {queued}", *parts])
+    return ("warning", "; ".join(parts)) if parts else None
 
 
 def _write_documents(
@@ -109,7 +269,7 @@ def _write_documents(
     done_ids: list[str],
     gone: Sequence[str] = (),
 ) -> None:
-    """Upsert ``documents``; remove the documents of ``gone`` and of the files in
+    """Upsert ``documents``; remove the documents of ``gone`` and of the items in
     ``done_ids`` that did not parse; in one commit."""
     parsed = {doc["doc_id"] for doc in documents}
     removed = [d for d in done_ids if d not in parsed] + list(gone)
@@ -123,81 +283,34 @@ def _write_documents(
     )
 
 
-def _hashes(store: IndexStore, table: str, scope: str) -> dict[str, str]:
-    rows = store.read(table, where=scope, columns=["doc_id", "content_hash"]).to_pylist()
-    return {r["doc_id"]: r["content_hash"] for r in rows}
-
-
-def _parse_one(
-    root: Path, source: MarkdownSourceConfig, file: dict[str, Any], run_id: str, now: datetime
-) -> dict[str, Any] | tuple[FileProblem, str | None]:
-    if file["error"]:
-        return FileProblem(file["path"], "error", file["error"]), None
-    full_path = root / file["path"]
-    try:
-        data = full_path.read_bytes()
-        stat = full_path.stat()
-    except OSError as exc:
-        message = f"cannot read the file: {exc.strerror or exc}; check its permissions"
-        return FileProblem(file["path"], "error", message), None
-    digest = content_hash(data)
-    try:
-        note = parse_markdown(data, file["path"])
-    except NoteSkipped as exc:
-        return FileProblem(file["path"], "skipped", str(exc)), digest
-    except NoteParseError as exc:
-        return FileProblem(file["path"], "error", str(exc)), digest
-    except Exception as exc:  # a parser bug must not fail the whole source
-        message = f"unexpected parser error ({type(exc).__name__}: {exc}); please report it"
-        return FileProblem(file["path"], "error", message), digest
-    return _document_row(source, file["doc_id"], note, digest, stat.st_mtime, now)
-
-
-def _document_row(
-    source: MarkdownSourceConfig,
-    key: str,
-    note: ParsedNote,
-    digest: str,
-    mtime: float,
-    now: datetime,
-) -> dict[str, Any]:
-    return {
-        "doc_id": key,
-        "source": source.name,
-        "kind": source.kind,
-        "path": note.path,
-        "title": note.title,
-        "aliases": list(note.aliases),
-        "tags": list(note.tags),
-        "links_json": json.dumps([asdict(link) for link in note.links], ensure_ascii=False),
-        "frontmatter_json": json.dumps(note.frontmatter, ensure_ascii=False, default=str),
-        "created": note.created,
-        "updated": note.updated,
-        "modified": datetime.fromtimestamp(mtime, UTC),
-        "content_hash": digest,
-        "body": note.body,
-        "body_start_line": note.body_start_line,
-        "warnings": list(note.warnings),
-        "indexed_at": now,
-    }
+def _mark_deferred(store: IndexStore, source: str, waiting: int) -> None:
+    """Leave a marker while the source has deferred work: the sensor sees it with one
+    stat and asks for a deferred pass."""
+    marker = store.layout.deferred_marker(source)
+    if waiting:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(f"{waiting}\n", encoding="utf-8")
+    else:
+        marker.unlink(missing_ok=True)
 
 
 def _issue(
-    source: MarkdownSourceConfig,
+    source: str,
     file: dict[str, Any],
-    digest: str | None,
     severity: str,
     message: str,
+    parser: str,
     run_id: str,
     now: datetime,
 ) -> dict[str, Any]:
     return {
         "doc_id": file["doc_id"],
-        "source": source.name,
+        "source": source,
         "path": file["path"],
-        "content_hash": digest,
+        "content_hash": file["content_hash"],
         "severity": severity,
         "message": message,
         "run_id": run_id,
         "recorded_at": now,
+        "parser": parser,
     }

@@ -48,13 +48,14 @@ def _build_schema() -> tantivy.Schema:
     b.add_text_field("text", stored=True, tokenizer_name="en_stem")
     b.add_integer_field("modified", stored=True, indexed=True, fast=True)
     b.add_text_field("row_hash", stored=True, tokenizer_name="raw")
+    b.add_text_field("facets", stored=False, tokenizer_name="raw")
     return b.build()
 
 
 SCHEMA = _build_schema()
 FIELDS = {
     "chunk_id", "doc_id", "source", "kind", "path", "path_text", "title", "aliases",
-    "heading", "tags", "tags_text", "text", "modified", "row_hash",
+    "heading", "tags", "tags_text", "text", "modified", "row_hash", "facets",
 }  # fmt: skip
 
 
@@ -215,6 +216,10 @@ class FulltextIndex:
             must.append((tantivy.Occur.Must, tantivy.Query.regex_query(SCHEMA, "path", pattern)))
         for tag in filters.tags:
             must.append((tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, "tags", tag)))
+        for group in filters.facet_groups():
+            must.append(
+                (tantivy.Occur.Must, tantivy.Query.term_set_query(SCHEMA, "facets", list(group)))
+            )
         if filters.after or filters.before:
             must.append(
                 (
@@ -322,6 +327,7 @@ def _document(row: Mapping[str, Any]) -> tantivy.Document:
         text=row.get("text") or "",
         modified=_epoch(modified) or 0,
         row_hash=row["row_hash"],
+        facets=list(row.get("facets") or []),
     )
 
 

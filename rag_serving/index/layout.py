@@ -28,6 +28,10 @@ class IndexLayout:
     def manifest_path(self) -> Path:
         return self.data_dir / "index.json"
 
+    def deferred_marker(self, source: str) -> Path:
+        """Present while ``source`` has work left for a deferred pass (OCR)."""
+        return self.data_dir / "deferred" / source
+
     @property
     def models_dir(self) -> Path:
         return self.data_dir / "models"

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from rag_serving.embedders.base import EmbedderFingerprint
-from rag_serving.errors import EmbedderMismatchError, IndexNotBuiltError
-from rag_serving.index.schema import SCHEMA_VERSION
+from rag_serving.errors import EmbedderMismatchError, IndexNeedsUpgradeError, IndexNotBuiltError
+from rag_serving.index.schema import SCHEMA_VERSION, UPGRADABLE_VERSIONS
 
 
 @dataclass(frozen=True)
@@ -83,15 +83,24 @@ def empty_manifest() -> IndexManifest:
     return IndexManifest(SCHEMA_VERSION, None, None, _now())
 
 
-def read_manifest(path: Path, missing_ok: bool = False) -> IndexManifest:
-    """Read ``index.json``; IndexNotBuiltError if there is none yet (unless ``missing_ok``)."""
+def read_manifest(path: Path, missing_ok: bool = False, upgrading: bool = False) -> IndexManifest:
+    """Read ``index.json``; IndexNotBuiltError if there is none yet (unless ``missing_ok``).
+
+    An older format that can be upgraded in place is an error telling to run
+    ``ragline index`` (which upgrades it), unless ``upgrading``.
+    """
     if not path.is_file():
         if missing_ok:
             return empty_manifest()
         raise IndexNotBuiltError(f"no index at {path.parent} yet; build it with `ragline index`")
     raw = json.loads(path.read_text(encoding="utf-8"))
     version = int(raw.get("schema_version", 0))
-    if version != SCHEMA_VERSION:
+    if version != SCHEMA_VERSION and not (upgrading and version in UPGRADABLE_VERSIONS):
+        if version in UPGRADABLE_VERSIONS:
+            raise IndexNeedsUpgradeError(
+                f"the index at {path.parent} uses format {version}; run `ragline index` once "
+                f"to upgrade it to format {SCHEMA_VERSION} in place (nothing is re-embedded)"
+            )
         raise EmbedderMismatchError(
             f"the index at {path.parent} uses format {version}; this ragline needs "
             f"{SCHEMA_VERSION}: delete {path.parent} and run `ragline index`"

@@ -1,8 +1,10 @@
 """Arrow schemas of the LanceDB tables.
 
-- ``files``: what the last scan saw of each source file (stat and content hash).
-- ``documents``: one row per successfully parsed document.
-- ``file_issues``: files that were skipped or failed, with the reason.
+- ``files``: what the last scan saw of each item of a source (a file, or later a
+  message, a feed entry, a git blob): its key (``path``), change fingerprint and
+  content hash.
+- ``documents``: one row per successfully parsed item.
+- ``file_issues``: items that were skipped, failed, have warnings or pending work.
 - ``staged_chunks``: the chunks each document should have (no vectors yet).
 - ``chunks_<key>``: what search serves, one table per embedder generation: chunk
   text, metadata and vectors.
@@ -13,7 +15,15 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+UPGRADABLE_VERSIONS = (2,)  # formats rag_assets/migrations.py upgrades in place
+# Values old rows get for columns added since (SQL over the old columns); a column
+# not named here starts as null. Format 3 added files.fingerprint, documents.file_type,
+# facets, sections_json, parser, parsed_title, deferred, file_issues.parser and the
+# chunks' facets.
+COLUMN_DEFAULTS = {
+    ("files", "fingerprint"): "concat(cast(size as string), ':', cast(mtime_ns as string))",
+}
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 
@@ -25,12 +35,15 @@ FILES = pa.schema(
     [
         _key("doc_id"),
         pa.field("source", pa.string(), nullable=False),
-        pa.field("path", pa.string(), nullable=False),
+        pa.field("path", pa.string(), nullable=False),  # the item's key in its source
         pa.field("size", pa.int64()),
         pa.field("mtime_ns", pa.int64()),
         pa.field("content_hash", pa.string()),
-        pa.field("error", pa.string()),  # why the file could not be read, if it could not
+        pa.field("error", pa.string()),  # why the item could not be read, if it could not
         pa.field("seen_at", TIMESTAMP),
+        # The kind's cheap change signal (size and mtime for a file, a blob id, an
+        # ETag): equal means unchanged, so the content is not read again.
+        pa.field("fingerprint", pa.string()),
     ]
 )
 
@@ -53,6 +66,15 @@ DOCUMENTS = pa.schema(
         pa.field("body_start_line", pa.int32()),
         pa.field("warnings", pa.list_(pa.string())),
         pa.field("indexed_at", TIMESTAMP),
+        pa.field("file_type", pa.string()),  # pdf, docx, md, ... (what parsed it)
+        # Filterable "name:value" pairs ("type:pdf"; later "author:…", "language:go"),
+        # copied to every chunk: new filters need no schema change.
+        pa.field("facets", pa.list_(pa.string())),
+        # Anchored parts of the body (pages, slides, sheets, chapters) as JSON.
+        pa.field("sections_json", pa.string()),
+        pa.field("parser", pa.string()),  # parser version; with content_hash the cache key
+        pa.field("parsed_title", pa.string()),  # the title the content gave, if any
+        pa.field("deferred", pa.list_(pa.string())),  # costly work left for a later pass
     ]
 )
 
@@ -62,10 +84,11 @@ FILE_ISSUES = pa.schema(
         pa.field("source", pa.string(), nullable=False),
         pa.field("path", pa.string()),
         pa.field("content_hash", pa.string()),
-        pa.field("severity", pa.string()),  # error | skipped | warning
+        pa.field("severity", pa.string()),  # error | skipped | warning | pending
         pa.field("message", pa.string()),
         pa.field("run_id", pa.string()),
         pa.field("recorded_at", TIMESTAMP),
+        pa.field("parser", pa.string()),  # a new parser version retries the item
     ]
 )
 
@@ -116,7 +139,8 @@ def chunks_schema(dimension: int) -> pa.Schema:
             pa.field("path", pa.string()),
             pa.field("title", pa.string()),
             pa.field("heading", pa.string()),  # heading path joined with " > "
-            pa.field("anchor", pa.string()),  # Obsidian-style "Heading#Sub"
+            # where in the document: "page=6", "slide=3", or a note's "Heading#Sub"
+            pa.field("anchor", pa.string()),
             pa.field("ordinal", pa.int32()),
             pa.field("line_start", pa.int32()),
             pa.field("line_end", pa.int32()),
@@ -129,6 +153,7 @@ def chunks_schema(dimension: int) -> pa.Schema:
             # not rewritten, and the Tantivy index is synced by it.
             pa.field("row_hash", pa.string()),
             pa.field("vector", pa.list_(pa.float32(), dimension)),
+            pa.field("facets", pa.list_(pa.string())),
         ]
     )
 

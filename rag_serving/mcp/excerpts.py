@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -40,11 +41,33 @@ class Excerpt:
 
 
 @dataclass(frozen=True)
+class Part:
+    """An anchored part of a document's body: a page, slide, sheet or chapter."""
+
+    anchor: str  # "page=6"
+    label: str  # "Page 6"
+    line_start: int
+    line_end: int
+
+
+@dataclass(frozen=True)
 class Body:
-    """A note's indexed body with file line numbers."""
+    """A note's indexed body with file line numbers, and its parts if it has any."""
 
     text: str
     first_line: int
+    parts: tuple[Part, ...] = ()
+
+    @classmethod
+    def of(cls, text: str, first_line: int, sections_json: str | None) -> Body:
+        raw = json.loads(sections_json or "[]")
+        parts = tuple(
+            Part(
+                str(r["anchor"]), str(r.get("label") or r["anchor"]), r["line_start"], r["line_end"]
+            )
+            for r in raw
+        )
+        return cls(text, first_line, parts)
 
     @property
     def lines(self) -> list[str]:
@@ -63,17 +86,29 @@ class Body:
         end_line: int | None,
         section: str | None,
         chunk: tuple[int, int, str | None] | None,
-    ) -> tuple[int, int, str | None]:
-        """(first line, last line, section title) to return: an explicit line range,
-        else the section, else the chunk's lines, else the whole body."""
+    ) -> tuple[int, int, str | None, str | None]:
+        """(first line, last line, section title, part anchor) to return: an explicit
+        line range, else the section or part, else the part the chunk is on (a page,
+        a slide) or the chunk's lines, else the whole body."""
         if start_line is not None or end_line is not None:
-            return start_line or self.first_line, end_line or self.last_line, None
+            return start_line or self.first_line, end_line or self.last_line, None, None
         if section:
+            part = self.part(section)
+            if part is not None:
+                return part.line_start, part.line_end, part.label, part.anchor
             found = self.section(section)
-            return found.line_start, found.line_end, found.title
+            return found.line_start, found.line_end, found.title, None
         if chunk is not None:
-            return chunk[0], chunk[1], chunk[2] or None
-        return self.first_line, self.last_line, None
+            part = next((p for p in self.parts if p.line_start <= chunk[0] <= p.line_end), None)
+            if part is not None:
+                return part.line_start, part.line_end, part.label, part.anchor
+            return chunk[0], chunk[1], chunk[2] or None, None
+        return self.first_line, self.last_line, None, None
+
+    def part(self, wanted: str) -> Part | None:
+        """The part whose anchor ('page=6') or label ('Page 6') is ``wanted``."""
+        key = _norm(wanted.lstrip("#"))
+        return next((p for p in self.parts if key in (_norm(p.anchor), _norm(p.label))), None)
 
     def cut(self, start: int, end: int, max_lines: int, section: str | None = None) -> Excerpt:
         """File lines ``start``..``end`` (inclusive), at most ``max_lines`` of them."""
@@ -125,8 +160,12 @@ class Body:
             names = [_norm(p) for p in section.path]
             if parts and names[-len(parts) :] == parts:
                 return section
-        known = ", ".join(repr(s.title) for s in sections[:20]) or "none"
-        raise RangeError(f"no section {wanted!r} in this note; its headings: {known}")
+        known = ", ".join(
+            [repr(s.title) for s in sections[:20]] + [repr(p.anchor) for p in self.parts[:20]]
+        )
+        raise RangeError(
+            f"no section {wanted!r} in this document; its headings and parts: {known or 'none'}"
+        )
 
 
 def _norm(text: str) -> str:

@@ -27,8 +27,15 @@ class Hit(BaseModel):
     title: str
     heading: str = Field(description="Heading path of the chunk, e.g. 'Install > On Linux'.")
     anchor: str = Field(description="Obsidian link to the chunk, e.g. '[[Install#On Linux]]'.")
-    line_start: int = Field(description="First line of the chunk in the file (1-based).")
-    line_end: int = Field(description="Last line of the chunk in the file (inclusive).")
+    location: str = Field(
+        description="Where to cite: 'paper.pdf#page=6', 'deck.pptx#slide=3', 'Note.md#Heading'."
+    )
+    file_type: str | None = Field(description="pdf, md, docx, pptx, xlsx, html, epub, txt…")
+    line_start: int = Field(
+        description="First line of the chunk in the file (1-based; for PDFs, slides and "
+        "books: in the extracted text that `open` returns)."
+    )
+    line_end: int = Field(description="Last line of the chunk (inclusive).")
     snippet: str = Field(description="Matched terms are wrapped in ** **.")
     chunk_id: str
     doc_id: str
@@ -56,7 +63,14 @@ class OpenOutput(BaseModel):
     title: str
     aliases: list[str]
     tags: list[str]
-    section: str | None = Field(description="Heading path of the section returned, if any.")
+    section: str | None = Field(
+        description="The section returned, if any: a heading path, or a page, slide, sheet "
+        "or chapter ('Page 6')."
+    )
+    anchor: str | None = Field(
+        default=None, description="The anchor of the page, slide, sheet or chapter returned."
+    )
+    file_type: str | None = Field(default=None, description="pdf, md, docx…")
     line_start: int = Field(description="File line of the first returned line (1-based).")
     line_end: int = Field(description="File line of the last returned line (inclusive).")
     body_start_line: int = Field(description="First line after the YAML frontmatter.")
@@ -132,6 +146,10 @@ class SourceStatusOut(SourceInfo):
     errors: list[FileIssueOut]
     skipped: list[FileIssueOut]
     warnings: list[FileIssueOut]
+    pending: list[FileIssueOut] = Field(
+        default_factory=list,
+        description="Items indexed without work queued for a deferred pass (OCR of pages).",
+    )
 
 
 class StatusOutput(BaseModel):

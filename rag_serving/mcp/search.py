@@ -36,6 +36,7 @@ class SearchRequest:
     tags: tuple[str, ...] = ()
     after: str | None = None
     before: str | None = None
+    types: tuple[str, ...] = ()
 
     def filters(self) -> SearchFilters:
         return SearchFilters(
@@ -45,6 +46,7 @@ class SearchRequest:
             tags=self.tags,
             after=parse_date(self.after, "after") if self.after else None,
             before=parse_date(self.before, "before") if self.before else None,
+            types=self.types,
         )
 
 
@@ -62,7 +64,7 @@ class VisibleVocabularies:
             cached = self._cache.get(sources)
             if cached and cached[0] == version:
                 return cached[1]
-        docs = store.read("documents", columns=["source", "kind", "tags"]).to_pylist()
+        docs = store.read("documents", columns=["source", "kind", "tags", "file_type"]).to_pylist()
         configured = [s for s in engine.config.sources if s.name in sources]
         tags: set[str] = set()
         for row in docs:
@@ -74,6 +76,9 @@ class VisibleVocabularies:
             kinds=frozenset(r["kind"] for r in docs if r["source"] in sources)
             | {s.kind for s in configured},
             tags=frozenset(tags),
+            types=frozenset(
+                r["file_type"] for r in docs if r["source"] in sources and r["file_type"]
+            ),
         )
         with self._lock:
             self._cache[sources] = (version, vocabulary)
@@ -130,6 +135,8 @@ def _filters_json(filters: SearchFilters, request: SearchRequest) -> dict[str, A
         out["after"] = filters.after.isoformat()
     if filters.before:
         out["before"] = filters.before.isoformat()
+    if filters.types:
+        out["types"] = list(filters.types)
     return out
 
 
@@ -151,6 +158,8 @@ def hit_out(hit: SearchHit) -> Hit:
         title=hit.title,
         heading=hit.anchor,
         anchor=obsidian_anchor(hit.path, hit.anchor),
+        location=hit.location,
+        file_type=hit.file_type,
         line_start=hit.line_start,
         line_end=hit.line_end,
         snippet=hit.snippet,

@@ -95,9 +95,9 @@ class RaglineService:
             found = self._locate(access, id, source, path)
             stale = engine.staleness([found.doc]).get(found.doc["doc_id"])
         doc, chunk = found.doc, found.chunk
-        body = Body(doc["body"] or "", int(doc["body_start_line"] or 1))
+        body = Body.of(doc["body"] or "", int(doc["body_start_line"] or 1), doc["sections_json"])
         chunk_range = (chunk["line_start"], chunk["line_end"], chunk["heading"]) if chunk else None
-        start, end, heading = body.choose_range(start_line, end_line, section, chunk_range)
+        start, end, heading, anchor = body.choose_range(start_line, end_line, section, chunk_range)
         excerpt = body.cut(start, end, max_lines, heading)
         frontmatter = json.loads(doc["frontmatter_json"] or "{}") or None
         return OpenOutput(
@@ -110,6 +110,8 @@ class RaglineService:
             aliases=list(doc["aliases"] or []),
             tags=list(doc["tags"] or []),
             section=excerpt.section,
+            anchor=anchor,
+            file_type=doc["file_type"],
             line_start=excerpt.line_start,
             line_end=excerpt.line_end,
             body_start_line=body.first_line,
@@ -186,6 +188,7 @@ class RaglineService:
                     errors=[FileIssueOut(**i) for i in data["errors"]],
                     skipped=[FileIssueOut(**i) for i in data["skipped"]],
                     warnings=[FileIssueOut(**i) for i in data["warnings"]],
+                    pending=[FileIssueOut(**i) for i in data["pending"]],
                 )
             )
         return StatusOutput(

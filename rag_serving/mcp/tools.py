@@ -38,25 +38,29 @@ REINDEX = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
 )
 
-SEARCH_DESCRIPTION = """Search the user's indexed notes (hybrid BM25 + semantic search).
+SEARCH_DESCRIPTION = """Search the user's indexed notes and documents (hybrid BM25 +
+semantic search over Markdown notes, PDFs, office files, web pages, e-books).
 
-Returns ranked chunks with what you need to cite them: source, path, heading,
-Obsidian anchor, line range, chunk_id and doc_id, and a `stale` flag when the file
-changed since it was indexed. Use `open` with a hit's chunk_id (or doc_id) to read
-the full text. Filters: `sources`/`kinds` match any of the given values, `tags`
-must all be present (a tag also matches its nested tags), `path_prefix` is relative
+Returns ranked chunks with what you need to cite them: source, path, `location`
+(e.g. 'paper.pdf#page=6', 'deck.pptx#slide=3'), heading, line range, chunk_id and
+doc_id, and a `stale` flag when the file changed since it was indexed. Use `open`
+with a hit's chunk_id (or doc_id) to read the page, slide or section it is on.
+Filters: `sources`/`kinds`/`types` match any of the given values (types are file
+types: pdf, md, docx, pptx, xlsx, html, epub, txt…), `tags` must all be present (a tag also matches its nested tags), `path_prefix` is relative
 to the source root, `after`/`before` compare the file's modification date
 (YYYY-MM-DD). An unknown source, kind or tag is an error that lists close matches;
 call `list_sources` to see the sources."""
 
-OPEN_DESCRIPTION = """Read an indexed note, or part of it, with its line numbers in the file.
+OPEN_DESCRIPTION = """Read an indexed note or document, or part of it, with line numbers.
 
-Name the note by `id` (a doc_id or chunk_id from `search` or `neighbors`) or by
+Name it by `id` (a doc_id or chunk_id from `search` or `neighbors`) or by
 `source` + `path` (relative to the source root, as `search` returns it). Without a
-range, a chunk id returns that chunk's lines and a doc id the whole note. Narrow
-with `start_line`/`end_line` (file lines, inclusive) or `section` (a heading, or a
-heading path like 'Install > Linux' or 'Install#Linux'). Only indexed notes can be
-opened; the text is the indexed text (see `stale`)."""
+range, a chunk id returns that chunk's lines — for a PDF, slide deck, spreadsheet
+or e-book, the whole page, slide, sheet or chapter the chunk is on — and a doc id
+the whole document. Narrow with `start_line`/`end_line` (inclusive) or `section`
+(a heading or heading path like 'Install > Linux' or 'Install#Linux', or a part's
+anchor like 'page=6', 'slide=3', 'sheet=Sales', 'chapter=2'). Only indexed items can
+be opened; the text is the indexed text (see `stale`)."""
 
 NEIGHBORS_DESCRIPTION = """The link graph around a note: its outgoing [[links]], its
 ![[embeds]], and its backlinks (other notes linking to it), each resolved to the
@@ -101,7 +105,11 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
         ] = None,
         sources: Annotated[list[str] | None, Field(description="Only these sources.")] = None,
         kinds: Annotated[
-            list[str] | None, Field(description="Only these kinds, e.g. 'markdown'.")
+            list[str] | None,
+            Field(description="Only these kinds of source, e.g. 'markdown', 'documents'."),
+        ] = None,
+        types: Annotated[
+            list[str] | None, Field(description="Only these file types, e.g. 'pdf', 'docx'.")
         ] = None,
         path_prefix: Annotated[
             str | None, Field(description="Only paths under this folder.")
@@ -124,6 +132,7 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
             tags=tuple(tags or ()),
             after=after,
             before=before,
+            types=tuple(types or ()),
         )
         return await call(service.search, request=request)
 

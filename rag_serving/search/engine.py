@@ -44,7 +44,7 @@ MODES: tuple[Mode, ...] = ("hybrid", "bm25", "vector")
 SNIPPET_CHARS = 220
 _HIT_COLUMNS = [
     "chunk_id", "doc_id", "source", "kind", "path", "title", "heading", "anchor",
-    "line_start", "line_end", "text", "modified", "indexed_at",
+    "line_start", "line_end", "text", "modified", "indexed_at", "facets",
 ]  # fmt: skip
 
 
@@ -68,6 +68,8 @@ class SearchHit:
     indexed_at: datetime | None
     stale: str | None = None  # "modified" / "deleted" since it was indexed
     explain: dict[str, dict[str, float]] = field(default_factory=dict)
+    location: str = ""  # the citeable place: "paper.pdf#page=6", "Note.md#Heading"
+    file_type: str | None = None  # pdf, md, docx…
 
     def as_json(self, with_explain: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -78,6 +80,8 @@ class SearchHit:
             "path": self.path,
             "title": self.title,
             "anchor": self.anchor,
+            "location": self.location,
+            "file_type": self.file_type,
             "snippet": self.snippet,
             "chunk_id": self.chunk_id,
             "doc_id": self.doc_id,
@@ -185,16 +189,18 @@ class SearchEngine:
         version = self.store.documents().version if self.store.table_exists("documents") else -1
         if self._vocabulary and self._vocabulary[0] == version:
             return self._vocabulary[1]
-        docs = self.store.read("documents", columns=["source", "kind", "tags"])
+        docs = self.store.read("documents", columns=["source", "kind", "tags", "file_type"])
         tags: set[str] = set()
         for row_tags in docs.column("tags").to_pylist():
             tags.update(expand_tags(row_tags or []))
+        types = {t for t in docs.column("file_type").to_pylist() if t}
         vocabulary = IndexVocabulary(
             sources=frozenset(docs.column("source").to_pylist())
             | {s.name for s in self.config.sources},
             kinds=frozenset(docs.column("kind").to_pylist())
             | {s.kind for s in self.config.sources},
             tags=frozenset(tags),
+            types=frozenset(types),
         )
         self._vocabulary = (version, vocabulary)
         return vocabulary
@@ -323,6 +329,8 @@ class SearchEngine:
                     indexed_at=row["indexed_at"],
                     stale=staleness.get(row["doc_id"]),
                     explain=explain_as_dict(hit.explain),
+                    location=hit_location(row["path"], row["anchor"]),
+                    file_type=facet_value(row.get("facets"), "type"),
                 )
             )
         return hits
@@ -376,6 +384,17 @@ def embedder_config_for(
         )
         return OllamaConfig(provider="ollama", model=fingerprint.model, host=host)
     return SentenceTransformersConfig(model=fingerprint.model)
+
+
+def hit_location(path: str, anchor: str | None) -> str:
+    """Where a hit is, as a person cites it: ``paper.pdf#page=6``, ``Note.md#Heading``."""
+    return f"{path}#{anchor}" if anchor else path
+
+
+def facet_value(facets: list[str] | None, name: str) -> str | None:
+    """The value of facet ``name`` (``type`` → ``pdf``) among ``facets``."""
+    prefix = f"{name}:"
+    return next((f[len(prefix) :] for f in facets or () if f.startswith(prefix)), None)
 
 
 def _head(text: str, limit: int = SNIPPET_CHARS) -> str:

@@ -10,6 +10,18 @@ from rag_serving.errors import FilterError
 from rag_serving.index.store import sql_in, sql_string
 from rag_serving.suggest import did_you_mean
 
+# Other names people use for a file type (``--type markdown`` is ``md``).
+TYPE_ALIASES = {
+    "markdown": "md",
+    "jpeg": "jpg",
+    "tif": "tiff",
+    "htm": "html",
+    "xhtml": "html",
+    "yml": "yaml",
+    "text": "txt",
+    "tsv": "csv",
+}
+
 
 @dataclass(frozen=True)
 class SearchFilters:
@@ -18,7 +30,8 @@ class SearchFilters:
     Several sources or kinds match any of them; several tags must all be present
     (a tag also matches its nested tags: ``project`` matches ``project/alpha``).
     ``path_prefix`` is relative to the source's root. Dates compare with the
-    file's modification time.
+    file's modification time. Several ``types`` (file types: ``pdf``, ``md``…)
+    match any of them.
     """
 
     sources: tuple[str, ...] = ()
@@ -27,6 +40,7 @@ class SearchFilters:
     tags: tuple[str, ...] = ()
     after: datetime | None = None
     before: datetime | None = None
+    types: tuple[str, ...] = ()
 
     def is_empty(self) -> bool:
         return self == SearchFilters()
@@ -40,7 +54,16 @@ class SearchFilters:
             tags=tuple(t.lstrip("#").lower() for t in self.tags),
             after=_utc(self.after),
             before=_utc(self.before),
+            types=tuple(
+                dict.fromkeys(
+                    TYPE_ALIASES.get(t, t) for t in (x.lower().lstrip(".") for x in self.types)
+                )
+            ),
         )
+
+    def facet_groups(self) -> list[tuple[str, ...]]:
+        """Facet values a chunk must have one of, per filter (``type:pdf``…)."""
+        return [tuple(f"type:{t}" for t in self.types)] if self.types else []
 
     def to_sql(self) -> str | None:
         """A LanceDB ``where`` clause (None when there is nothing to filter)."""
@@ -56,6 +79,9 @@ class SearchFilters:
             clauses.append(f"modified >= {_sql_timestamp(self.after)}")
         if self.before:
             clauses.append(f"modified < {_sql_timestamp(self.before)}")
+        for group in self.facet_groups():
+            either = " OR ".join(f"array_has(facets, {sql_string(v)})" for v in group)
+            clauses.append(f"({either})")
         return " AND ".join(clauses) if clauses else None
 
 
@@ -66,6 +92,7 @@ class IndexVocabulary:
     sources: frozenset[str] = field(default_factory=frozenset)
     kinds: frozenset[str] = field(default_factory=frozenset)
     tags: frozenset[str] = field(default_factory=frozenset)
+    types: frozenset[str] = field(default_factory=frozenset)
 
 
 def validate_filters(filters: SearchFilters, vocabulary: IndexVocabulary) -> SearchFilters:
@@ -82,6 +109,13 @@ def validate_filters(filters: SearchFilters, vocabulary: IndexVocabulary) -> Sea
     for tag in filters.tags:
         if tag not in vocabulary.tags:
             raise FilterError(f"unknown tag {tag!r}{did_you_mean(tag, vocabulary.tags)}")
+    for file_type in filters.types:
+        if file_type not in vocabulary.types:
+            known = ", ".join(sorted(vocabulary.types)) or "none"
+            raise FilterError(
+                f"no indexed file has type {file_type!r}"
+                f"{did_you_mean(file_type, vocabulary.types)} (indexed types: {known})"
+            )
     if filters.after and filters.before and filters.after >= filters.before:
         raise FilterError(
             f"--after {filters.after.isoformat()} is not before --before "

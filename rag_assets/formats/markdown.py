@@ -1,0 +1,464 @@
+"""Parse one Markdown / Obsidian note: frontmatter, tags, links, body.
+
+YAML goes through ``yaml.safe_load``; code blocks (fenced and indented) are found
+with markdown-it-py so that tags and links inside code are ignored. Obsidian's own
+syntax (``[[wikilinks]]``, ``![[embeds]]``, ``#tags``) has no parser library, so it
+is matched with regular expressions on a copy of the body in which code, comments
+and HTML are blanked out (same length, newlines kept, so offsets map to lines).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time
+from functools import lru_cache
+from pathlib import PurePosixPath
+from typing import Any
+from urllib.parse import unquote
+
+import yaml
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+from rag_assets.formats.model import ItemError, ItemSkipped, Link, ParsedDocument
+from rag_serving.config import ATTACHMENT_SUFFIXES
+
+__all__ = [
+    "Link",
+    "NoteParseError",
+    "NoteSkipped",
+    "ParsedNote",
+    "block_tokens",
+    "line_offsets",
+    "parse_markdown",
+    "parse_markdown_document",
+]
+
+BINARY_SNIFF_BYTES = 8192
+
+_CREATED_KEYS = ("created", "date", "created_at", "date created")
+_UPDATED_KEYS = ("updated", "modified", "last_modified", "updated_at", "date modified")
+
+
+@dataclass(frozen=True)
+class ParsedNote:
+    """A parsed note, ready for chunking."""
+
+    path: str
+    title: str
+    aliases: list[str]
+    tags: list[str]
+    links: list[Link]
+    created: datetime | None
+    updated: datetime | None
+    frontmatter: dict[str, Any]
+    body: str
+    body_start_line: int
+    warnings: list[str]
+
+
+class NoteSkipped(Exception):
+    """The file is deliberately not indexed; ``str(e)`` is the reason."""
+
+
+class NoteParseError(Exception):
+    """The file cannot be indexed; ``str(e)`` says what is wrong and what to do."""
+
+
+# ---------------------------------------------------------------------------
+# markdown-it helpers (shared with the chunker)
+
+
+@lru_cache(maxsize=1)
+def _parser() -> MarkdownIt:
+    return MarkdownIt("commonmark").enable("table")
+
+
+def block_tokens(text: str) -> list[Token]:
+    """Block-level markdown-it tokens of ``text`` (CommonMark + tables).
+
+    ``token.map`` holds 0-based ``[first_line, end_line)`` ranges in ``text``.
+    ``text`` should use ``\\n`` line endings (``ParsedNote.body`` does).
+    """
+    return _parser().parse(text)
+
+
+def line_offsets(text: str) -> list[int]:
+    """Character offset of the start of every line of ``text`` (``\\n`` endings)."""
+    return [0, *(m.end() for m in re.finditer("\n", text))]
+
+
+# ---------------------------------------------------------------------------
+# decoding and frontmatter
+
+
+def _decode(data: bytes) -> str:
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise NoteParseError(
+            "the file is encoded as UTF-16 (byte-order mark found); re-save the file as UTF-8"
+        )
+    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+        raise NoteSkipped("binary content (NUL bytes) in a .md file")
+    bom = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+    try:
+        text = data[bom:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        offset = exc.start + bom
+        raise NoteParseError(
+            f"not valid UTF-8 (byte 0x{data[offset]:02x} at offset {offset}); "
+            "re-save the file as UTF-8"
+        ) from None
+    # One newline convention, so that offsets, line numbers and markdown-it agree.
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+_FENCE_LINE = re.compile(r"---[ \t]*")
+
+
+def _split_frontmatter(
+    text: str, warnings: list[str]
+) -> tuple[dict[str, Any] | None, str, int, str, int]:
+    """Return (metadata or None, body, body_start_line, raw yaml, yaml first line)."""
+    lines = text.split("\n")
+    if not lines or not _FENCE_LINE.fullmatch(lines[0]):
+        return None, text, 1, "", 0
+    close = next((i for i in range(1, len(lines)) if _FENCE_LINE.fullmatch(lines[i])), None)
+    if close is None:
+        warnings.append(
+            "frontmatter opened by '---' on line 1 is never closed; "
+            "the whole file is treated as body"
+        )
+        return None, text, 1, "", 0
+    raw = "\n".join(lines[1:close])
+    body = "\n".join(lines[close + 1 :])
+    body_start = close + 2
+    try:
+        meta = yaml.safe_load(raw) if raw.strip() else {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f" (line {mark.line + 2})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        warnings.append(f"invalid YAML frontmatter{where}: {problem}; metadata ignored")
+        return None, body, body_start, raw, 2
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        warnings.append(
+            f"invalid YAML frontmatter (line 2): expected key: value pairs, got a "
+            f"{type(meta).__name__}; metadata ignored"
+        )
+        return None, body, body_start, raw, 2
+    return meta, body, body_start, raw, 2
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, bool | int | str) or value is None:
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
+def _get(meta: dict[str, Any], keys: Sequence[str]) -> tuple[str, Any] | None:
+    """First present key (exact, then case-insensitive) with a non-empty value."""
+    lowered = {str(k).strip().lower(): k for k in meta}
+    for key in keys:
+        real = key if key in meta else lowered.get(key)
+        if real is not None and meta[real] not in (None, "", []):
+            return str(real), meta[real]
+    return None
+
+
+def _string_list(value: Any, split: bool) -> list[str]:
+    items: Iterable[Any]
+    if isinstance(value, str):
+        items = re.split(r"[,\s]+", value) if split else [value]
+    elif isinstance(value, list | tuple | set):
+        items = value
+    elif value is None:
+        items = []
+    else:
+        items = [value]
+    out: list[str] = []
+    for item in items:
+        if item is None or isinstance(item, dict | list):
+            continue
+        s = str(item).strip()
+        if s:
+            out.append(s)
+    return out
+
+
+def _to_datetime(key: str, value: Any, warnings: list[str]) -> datetime | None:
+    result: datetime | None = None
+    if isinstance(value, datetime):
+        result = value
+    elif isinstance(value, date):
+        result = datetime.combine(value, time(0, 0))
+    elif isinstance(value, str):
+        s = value.strip()
+        try:
+            result = datetime.fromisoformat(s[:-1] + "+00:00" if s.endswith(("Z", "z")) else s)
+        except ValueError:
+            result = None
+    if result is None:
+        warnings.append(f"frontmatter {key!r} is not a date ({value!r}); ignored")
+        return None
+    if result.tzinfo is None:
+        return result.replace(tzinfo=UTC)
+    return result.astimezone(UTC)
+
+
+# ---------------------------------------------------------------------------
+# masking code, comments and HTML
+
+_INLINE_CODE = re.compile(r"(?<![`\\])(`+)(?!`)((?:(?!\n[ \t]*\n).)+?)(?<!`)\1(?!`)", re.S)
+_OBSIDIAN_COMMENT = re.compile(r"%%.*?%%", re.S)
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_HTML_TAG = re.compile(r"</?[A-Za-z][^<>\n]*>")
+
+
+def _blank(chars: list[str], start: int, end: int) -> None:
+    for i in range(start, end):
+        if chars[i] != "\n":
+            chars[i] = " "
+
+
+def _blank_matches(text: str, pattern: re.Pattern[str]) -> str:
+    return pattern.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+
+
+def _mask_code(body: str) -> tuple[str, str]:
+    """(text with code and comments blanked, same with HTML blanked too)."""
+    chars = list(body)
+    starts = line_offsets(body)
+    html_lines: list[tuple[int, int]] = []
+    for tok in block_tokens(body):
+        if tok.map is None:
+            continue
+        begin = starts[tok.map[0]] if tok.map[0] < len(starts) else len(body)
+        end = starts[tok.map[1]] if tok.map[1] < len(starts) else len(body)
+        if tok.type in ("fence", "code_block"):
+            _blank(chars, begin, end)
+        elif tok.type == "html_block":
+            html_lines.append((begin, end))
+    masked = "".join(chars)
+    masked = _blank_matches(masked, _INLINE_CODE)
+    masked = _blank_matches(masked, _HTML_COMMENT)
+    masked = _blank_matches(masked, _OBSIDIAN_COMMENT)
+    chars = list(masked)
+    for begin, end in html_lines:
+        _blank(chars, begin, end)
+    no_html = _blank_matches("".join(chars), _HTML_TAG)
+    return masked, no_html
+
+
+# ---------------------------------------------------------------------------
+# links and tags
+
+_WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
+_MD_LINK = re.compile(
+    r"(!?)\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]"  # [text] (one level of nested brackets)
+    r"\(\s*(<[^<>\n]*>|[^\s()<>]*(?:\([^\s()]*\)[^\s()<>]*)*)"  # (destination
+    r"(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^()\n]*\)))?\s*\)"  # "title")
+)
+_DOCUMENT_TYPES = ("pdf", "docx", "pptx", "xlsx", "epub", "html")
+_LINKABLE_SUFFIXES = frozenset(
+    {".md", ".markdown", "", *(x for t in _DOCUMENT_TYPES for x in ATTACHMENT_SUFFIXES[t])}
+)
+_URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+_TAG = re.compile(r"(?<!\S)#([\w/-]+)")
+
+
+def _line_of(starts: list[int], offset: int) -> int:
+    """0-based line index of a character offset."""
+    lo, hi = 0, len(starts) - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if starts[mid] <= offset:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _wikilink(inner: str, embed: bool, line: int) -> Link | None:
+    inner = inner.replace("\\|", "|")  # inside tables the alias pipe is escaped
+    target, sep, alias = inner.partition("|")
+    alias_value = alias.strip() if sep and alias.strip() else None
+    name, sep, rest = target.partition("#")
+    heading: str | None = None
+    block: str | None = None
+    if sep:
+        rest = rest.strip()
+        if rest.startswith("^"):
+            block = rest[1:].strip() or None
+        else:
+            heading = rest or None
+    name = name.strip()
+    if not name and heading is None and block is None:
+        return None
+    return Link(name, heading, block, alias_value, embed, line)
+
+
+def _markdown_link(text: str, dest: str, embed: bool, line: int) -> Link | None:
+    dest = dest.strip()
+    if dest.startswith("<") and dest.endswith(">"):
+        dest = dest[1:-1].strip()
+    if not dest or dest.startswith("//") or _URL_SCHEME.match(dest):
+        return None
+    path, _, fragment = dest.partition("#")
+    path = unquote(path)
+    fragment = unquote(fragment).strip()
+    suffix = PurePosixPath(path).suffix.lower()
+    # Local notes ("note.md", or an extension-less name that Obsidian resolves to a
+    # note) and documents a vault may index (paper.pdf); not images or other files.
+    if path and suffix not in _LINKABLE_SUFFIXES:
+        return None
+    if not path and not fragment:
+        return None
+    heading: str | None = None
+    block: str | None = None
+    if fragment.startswith("^"):
+        block = fragment[1:] or None
+    elif fragment:
+        heading = fragment
+    alias = text.strip() or None
+    return Link(path.strip(), heading, block, alias, embed, line)
+
+
+def _is_tag(name: str) -> bool:
+    return any(not (c.isdigit() or c == "/") for c in name)
+
+
+def _add_tag(tags: list[str], seen: set[str], raw: str) -> None:
+    tag = raw.strip().lstrip("#").strip("/").lower()
+    if tag and tag not in seen:
+        seen.add(tag)
+        tags.append(tag)
+
+
+def _scan_body(
+    body: str, body_start_line: int, links: list[Link], tags: list[str], seen: set[str]
+) -> None:
+    masked, no_html = _mask_code(body)
+    starts = line_offsets(body)
+    found: list[tuple[int, Link]] = []
+    for m in _WIKILINK.finditer(masked):
+        line = _line_of(starts, m.start()) + body_start_line
+        link = _wikilink(m.group(2), bool(m.group(1)), line)
+        if link is not None:
+            found.append((m.start(), link))
+    without_wikilinks = _blank_matches(masked, _WIKILINK)
+    for m in _MD_LINK.finditer(without_wikilinks):
+        line = _line_of(starts, m.start()) + body_start_line
+        link = _markdown_link(m.group(2), m.group(3), bool(m.group(1)), line)
+        if link is not None:
+            found.append((m.start(), link))
+    found.sort(key=lambda item: item[0])
+    links.extend(link for _, link in found)
+    for m in _TAG.finditer(_blank_matches(no_html, _WIKILINK)):
+        name = m.group(1).rstrip("/")
+        if _is_tag(name):
+            _add_tag(tags, seen, name)
+
+
+# ---------------------------------------------------------------------------
+# entry point
+
+
+def parse_markdown(data: bytes, path: str) -> ParsedNote:
+    """Parse the bytes of one Markdown note found at ``path`` (relative POSIX path).
+
+    Raises ``NoteSkipped`` for empty or binary files and ``NoteParseError`` for files
+    that cannot be decoded. Broken frontmatter is not fatal: it becomes a warning.
+    """
+    text = _decode(data)
+    if not text.strip():
+        raise NoteSkipped("empty file")
+    warnings: list[str] = []
+    meta, body, body_start_line, raw_yaml, yaml_line = _split_frontmatter(text, warnings)
+    frontmatter: dict[str, Any] = _json_safe(meta) if meta else {}
+    if not body.strip() and not frontmatter and not warnings:
+        raise NoteSkipped("empty file (only an empty frontmatter block)")
+
+    meta = meta or {}
+    title_item = _get(meta, ("title",))
+    title = ""
+    if title_item is not None and not isinstance(title_item[1], dict | list):
+        title = str(title_item[1]).strip()
+    if not title:
+        title = PurePosixPath(path).stem or PurePosixPath(path).name
+
+    alias_item = _get(meta, ("aliases", "alias"))
+    aliases = list(dict.fromkeys(_string_list(alias_item[1], split=False))) if alias_item else []
+
+    tags: list[str] = []
+    seen: set[str] = set()
+    tag_item = _get(meta, ("tags", "tag"))
+    if tag_item is not None:
+        for tag in _string_list(tag_item[1], split=True):
+            _add_tag(tags, seen, tag)
+
+    links: list[Link] = []
+    if meta and raw_yaml:
+        # Obsidian treats [[links]] in properties as links of the note.
+        for i, line in enumerate(raw_yaml.split("\n")):
+            for m in _WIKILINK.finditer(line):
+                link = _wikilink(m.group(2), bool(m.group(1)), yaml_line + i)
+                if link is not None:
+                    links.append(link)
+    _scan_body(body, body_start_line, links, tags, seen)
+
+    created_item = _get(meta, _CREATED_KEYS)
+    updated_item = _get(meta, _UPDATED_KEYS)
+    created = _to_datetime(*created_item, warnings) if created_item else None
+    updated = _to_datetime(*updated_item, warnings) if updated_item else None
+
+    return ParsedNote(
+        path=path,
+        title=title,
+        aliases=aliases,
+        tags=tags,
+        links=links,
+        created=created,
+        updated=updated,
+        frontmatter=frontmatter,
+        body=body,
+        body_start_line=body_start_line,
+        warnings=warnings,
+    )
+
+
+def parse_markdown_document(data: bytes, path: str) -> ParsedDocument:
+    """``parse_markdown`` as the kind-neutral ``ParsedDocument`` (frontmatter as metadata)."""
+    try:
+        note = parse_markdown(data, path)
+    except NoteSkipped as exc:
+        raise ItemSkipped(str(exc)) from None
+    except NoteParseError as exc:
+        raise ItemError(str(exc)) from None
+    stem = PurePosixPath(path).stem or PurePosixPath(path).name
+    return ParsedDocument(
+        body=note.body,
+        title=note.title if note.title != stem else None,
+        body_start_line=note.body_start_line,
+        metadata=note.frontmatter,
+        aliases=tuple(note.aliases),
+        tags=tuple(note.tags),
+        links=tuple(note.links),
+        created=note.created,
+        updated=note.updated,
+        warnings=tuple(note.warnings),
+    )

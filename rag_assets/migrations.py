@@ -1,0 +1,80 @@
+"""Upgrading an index written by an older ragline, in place and without re-embedding.
+
+Columns a newer format added are appended to the existing LanceDB tables (null, or
+a value computed from the old columns, ``schema.COLUMN_DEFAULTS``); the Tantivy
+indexes, whose schema cannot change in place, are rebuilt from LanceDB (the source
+of truth, ~1 s per 20k chunks). The stages then fill the new columns: a document
+whose parser version is unknown is parsed again (its chunks and vectors stay, as
+its content hash is unchanged), and the served rows are rewritten with their old
+vectors.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pyarrow as pa
+
+from rag_assets.stages.fulltext import fulltext_rows
+from rag_serving.index import schema as schemas
+from rag_serving.index.fulltext import FulltextIndex
+from rag_serving.index.manifest import read_manifest, write_manifest
+from rag_serving.index.store import IndexStore
+
+log = logging.getLogger(__name__)
+
+
+def target_schema(name: str, current: pa.Schema) -> pa.Schema | None:
+    """The schema table ``name`` should have in this format (None for unknown tables)."""
+    if name.startswith("chunks_"):
+        vector = current.field("vector").type
+        return schemas.chunks_schema(vector.list_size)
+    return {
+        "files": schemas.FILES,
+        "documents": schemas.DOCUMENTS,
+        "file_issues": schemas.FILE_ISSUES,
+        "staged_chunks": schemas.STAGED_CHUNKS,
+        "source_state": schemas.SOURCE_STATE,
+    }.get(name)
+
+
+def add_missing_columns(store: IndexStore) -> list[str]:
+    """Append the columns this format has and the tables lack; returns 'table.column's."""
+    added: list[str] = []
+    for name in store.table_names():
+        table = store.table(name)
+        target = target_schema(name, table.schema)
+        if target is None:
+            continue
+        missing = [f for f in target if f.name not in table.schema.names]
+        for field in missing:
+            default = schemas.COLUMN_DEFAULTS.get((name, field.name))
+            table.add_columns({field.name: default} if default else [field])
+            added.append(f"{name}.{field.name}")
+    return added
+
+
+def upgrade_index(store: IndexStore) -> str:
+    """Bring the index to the current format; '' when it already is."""
+    path = store.layout.manifest_path
+    manifest = read_manifest(path, missing_ok=True, upgrading=True)
+    if manifest.schema_version == schemas.SCHEMA_VERSION:
+        return ""
+    from_version = manifest.schema_version
+    added = add_missing_columns(store)
+    rebuilt = []
+    for generation in (manifest.active, manifest.building):
+        if generation is None:
+            continue
+        folder = store.layout.fulltext_dir(generation.key)
+        FulltextIndex.rebuild(folder, fulltext_rows(store, generation.table, None))
+        rebuilt.append(generation.key)
+    from dataclasses import replace
+
+    write_manifest(path, replace(manifest, schema_version=schemas.SCHEMA_VERSION))
+    summary = (
+        f"format {from_version} → {schemas.SCHEMA_VERSION}: added {len(added)} columns, "
+        f"rebuilt the full-text index of {len(rebuilt)} generation(s); nothing re-embedded"
+    )
+    log.info(summary)
+    return summary

@@ -1,0 +1,128 @@
+"""The source-kind interface: what a kind provides, and nothing the stages branch on.
+
+A kind (markdown, documents; later git, mail, feeds, calibre) is one module with a
+``SourceKind`` subclass, registered in ``rag_assets/sources/__init__.py``. Its
+capabilities are separate, as in Onyx's connectors:
+
+- **list** (``list_items``): every item of the source with a stable key and a cheap
+  change fingerprint — stat only for files; the sensor calls it every tick;
+- **load** (``content_hash`` and ``parse``): an item's content hash, and the item
+  parsed into a ``ParsedDocument`` of anchored sections;
+- **chunk** (``chunk``): the chunker that fits the kind's documents.
+
+An item is anything with a key unique in its source: a file (key = its relative
+path), a message inside an mbox (``Inbox.mbox/<message-id>``), a feed entry
+(its guid), a git blob or commit. ``path`` is where a person finds it; for a file it
+is the key itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar
+
+from rag_assets.chunking import Chunk, CountTokens
+from rag_assets.formats.model import ParsedDocument, ParseOptions
+from rag_serving.config import FileSourceConfig
+
+
+@dataclass(frozen=True)
+class ItemStat:
+    """One item as listing sees it, without reading its content."""
+
+    key: str  # unique and stable within the source (a relative path for files)
+    fingerprint: str  # equal means unchanged: the content is not read again
+    size: int | None = None
+    mtime_ns: int | None = None  # for files: lets search flag a hit whose file changed
+
+    @property
+    def modified(self) -> datetime | None:
+        from datetime import UTC
+
+        return None if self.mtime_ns is None else datetime.fromtimestamp(self.mtime_ns / 1e9, UTC)
+
+
+@dataclass(frozen=True)
+class DocumentView:
+    """What a chunker reads of a stored document."""
+
+    key: str
+    body: str
+    body_start_line: int
+    sections: list[Any]  # formats.model.Section
+    file_type: str | None
+
+
+class SourceKind(ABC):
+    """One kind of source. Subclasses set ``name`` and ``config_type``."""
+
+    name: ClassVar[str]
+    config_type: ClassVar[type[FileSourceConfig]]
+
+    def __init__(self, config: FileSourceConfig):
+        self.config = config
+
+    # ---- list ----------------------------------------------------------------
+
+    @abstractmethod
+    def list_items(self) -> Iterator[ItemStat]:
+        """Every item of the source, cheaply (no content read), in a stable order.
+
+        Raises ``SourceUnavailableError`` when the source itself cannot be listed.
+        """
+
+    def change_signal(self) -> str:
+        """A short value that changes whenever an item is added, changed or removed
+        (the sensor compares it with its cursor)."""
+        digest = hashlib.sha256()
+        for item in self.list_items():
+            digest.update(f"{item.key}\0{item.fingerprint}\n".encode())
+        return digest.hexdigest()[:20]
+
+    # ---- load ----------------------------------------------------------------
+
+    @abstractmethod
+    def content_hash(self, item: ItemStat) -> str:
+        """A hash of the item's content (raises ``OSError`` when it cannot be read)."""
+
+    @abstractmethod
+    def parse(self, key: str, options: ParseOptions) -> ParsedDocument:
+        """Parse one item; raises ``ItemSkipped`` / ``ItemError`` with a one-line reason."""
+
+    @abstractmethod
+    def file_type(self, key: str) -> str | None:
+        """What the item is (``pdf``, ``md``, ``email``…): a facet, and which parser."""
+
+    @abstractmethod
+    def parser_version(self, key: str) -> str:
+        """The version of the parser for this item; a new one re-parses it."""
+
+    def parse_options(self, allow_deferred_work: bool) -> ParseOptions:
+        """The options this source parses with."""
+        return ParseOptions(allow_deferred_work=allow_deferred_work)
+
+    def facets(self, key: str, document: ParsedDocument) -> list[str]:
+        """Filterable ``name:value`` pairs of a document (``type:pdf`` at least)."""
+        file_type = self.file_type(key)
+        return [f"type:{file_type}"] if file_type else []
+
+    # ---- chunk ---------------------------------------------------------------
+
+    def chunk(
+        self, document: DocumentView, count_tokens: CountTokens, target: int, maximum: int
+    ) -> list[Chunk]:
+        """Chunks of a document: by its sections, then by headings inside each."""
+        from rag_assets.chunking import chunk_sections
+
+        return chunk_sections(
+            document.body,
+            document.body_start_line,
+            document.sections,
+            count_tokens,
+            target,
+            maximum,
+        )
