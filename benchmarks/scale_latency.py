@@ -238,6 +238,7 @@ def synthetic_batches(
                 "indexed_at": [now] * n,
                 "row_hash": chunk_ids,
                 "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dim),
+                "facets": [["type:md"]] * n,
             },
             schema=chunk_schema,
         )
@@ -258,6 +259,8 @@ def synthetic_batches(
                 "body_start_line": [1] * docs,
                 "warnings": [[] for _ in range(docs)],
                 "indexed_at": [now] * docs,
+                "file_type": ["md"] * docs,
+                "facets": [["type:md"] for _ in range(docs)],
             }
         )
         files = pa.table(

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from rag_serving.config import RaglineConfig, load_config
+from rag_serving.config import SOURCE_KINDS, RaglineConfig, load_config
 from rag_serving.errors import RaglineError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -75,26 +75,43 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
     "--data-dir", type=click.Path(file_okay=False, path_type=Path), help="Index location."
 )
 @click.option("--force", is_flag=True, help="Overwrite an existing config file.")
+@click.option(
+    "--kind", type=click.Choice(SOURCE_KINDS), help="Source kind (default: detected from PATH)."
+)
 @handle_errors
 def init(
-    path: Path, name: str | None, output: Path | None, data_dir: Path | None, force: bool
+    path: Path,
+    name: str | None,
+    output: Path | None,
+    data_dir: Path | None,
+    force: bool,
+    kind: str | None,
 ) -> None:
-    """Write a starter config with one markdown source for PATH."""
+    """Write a starter config with one source for PATH (its kind detected)."""
     from rag_serving.config import parse_config_file, slugify, starter_config
     from rag_serving.errors import ConfigError
 
     source = path.expanduser().resolve()
     if not source.is_dir():
-        raise ConfigError(f"{source}: not a folder; give the folder of your notes")
+        raise ConfigError(f"{source}: not a folder; give the folder of your notes or documents")
     target = (output or Path("ragline.toml")).expanduser().resolve()
     if target.exists() and not force:
         raise ConfigError(f"{target} already exists; use --force to overwrite it")
+    kind, reason = _choose_kind(source, kind)
     data = (data_dir or target.parent / ".ragline").expanduser().resolve()
-    text = starter_config(source, data, name or slugify(source.name))
+    text = starter_config(source, data, name or slugify(source.name), kind)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
     parse_config_file(target)  # what we write must load
+    click.echo(f"Source kind: {kind} ({reason})")
     click.echo(f"Wrote {target}\nNext: ragline --config {target} index")
+
+
+def _choose_kind(folder: Path, kind: str | None) -> tuple[str, str]:
+    """The kind for a new source and why (given with --kind, else detected)."""
+    from rag_serving.config import detect_kind
+
+    return (kind, "given with --kind") if kind else detect_kind(folder)
 
 
 @cli.command()
@@ -128,6 +145,9 @@ def index(ctx: Context, sources: tuple[str, ...], full: bool, as_json: bool) -> 
 )
 @click.option("--after", help="Only files modified on or after this date (YYYY-MM-DD).")
 @click.option("--before", help="Only files modified before this date (YYYY-MM-DD).")
+@click.option(
+    "--type", "types", multiple=True, help="Only this file type: pdf, md, docx… (repeatable)."
+)
 @click.option("--mode", type=click.Choice(["hybrid", "bm25", "vector"]), help="Retrieval mode.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--explain", is_flag=True, help="Show each hit's rank and score in every list.")
@@ -143,6 +163,7 @@ def search(
     tags: tuple[str, ...],
     after: str | None,
     before: str | None,
+    types: tuple[str, ...],
     mode: str | None,
     as_json: bool,
     explain: bool,
@@ -159,6 +180,7 @@ def search(
         tags=tags,
         after=parse_date(after, "--after") if after else None,
         before=parse_date(before, "--before") if before else None,
+        types=types,
     )
     result = hybrid_search(ctx.config, query, k=k, filters=filters, mode=mode)  # type: ignore[arg-type]
     if as_json:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from rag_serving.config import RaglineConfig
+from rag_serving.config import SOURCE_KINDS, RaglineConfig
 from rag_serving.errors import RaglineError
 from ragline.output import console, print_json
 
@@ -64,6 +66,41 @@ def prune(config: RaglineConfig, yes: bool) -> int:
     return 0
 
 
+def add_source(
+    config: RaglineConfig, folder: Path, name: str | None, kind: str | None
+) -> tuple[str, str, str]:
+    """Append a source for ``folder`` to the config file; (name, kind, why that kind).
+
+    The block is appended as text, so the file's comments and layout are kept; the
+    result is validated and the file restored if it does not load.
+    """
+    from rag_serving.config import detect_kind, parse_config_file, slugify, source_block
+    from rag_serving.errors import ConfigError
+
+    path = config.config_path
+    if path is None:
+        raise ConfigError("internal error: the config was not loaded from a file")
+    source = folder.expanduser().resolve()
+    if not source.is_dir():
+        raise ConfigError(f"{source}: not a folder; give the folder of your notes or documents")
+    name = name or slugify(source.name)
+    if any(s.name == name for s in config.sources):
+        raise ConfigError(f"{path}: a source named {name!r} exists; choose another with --name")
+    for existing in config.sources:
+        if Path(existing.path).resolve() == source:
+            raise ConfigError(f"{source} is already the source {existing.name!r}")
+    kind, reason = (kind, "given with --kind") if kind else detect_kind(source)
+    original = path.read_text(encoding="utf-8")
+    separator = "" if original.endswith("\n") else "\n"
+    path.write_text(original + separator + source_block(name, kind, source), encoding="utf-8")
+    try:
+        parse_config_file(path)
+    except ConfigError:
+        path.write_text(original, encoding="utf-8")
+        raise
+    return name, kind, reason
+
+
 def register(cli: click.Group, handle_errors, pass_context) -> None:
     """Add the ``sources`` command group to ``cli``."""
 
@@ -78,6 +115,21 @@ def register(cli: click.Group, handle_errors, pass_context) -> None:
     def list_command(ctx, as_json: bool) -> None:
         """List configured sources and indexed ones that are no longer configured."""
         list_sources(ctx.config, as_json)
+
+    @sources.command("add")
+    @click.argument("path", type=click.Path(file_okay=False, path_type=Path))
+    @click.option("--name", help="Source name (default: derived from the folder name).")
+    @click.option(
+        "--kind", type=click.Choice(SOURCE_KINDS), help="Source kind (default: detected)."
+    )
+    @pass_context
+    @handle_errors
+    def add_command(ctx, path: Path, name: str | None, kind: str | None) -> None:
+        """Add a source for PATH to the config file (its kind detected: `.obsidian/` or
+        mostly Markdown → markdown, anything else → documents)."""
+        added, chosen, reason = add_source(ctx.config, path, name, kind)
+        console.print(f"Added source {added!r}: kind {chosen} ({reason})")
+        console.print(f"Next: ragline index {added}")
 
     @sources.command("prune")
     @click.option(

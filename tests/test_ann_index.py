@@ -99,6 +99,7 @@ def _rows(start: int, vectors: np.ndarray) -> pa.Table:
         "indexed_at": [now] * n,
         "row_hash": ids,
         "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), DIM),
+        "facets": [["type:md"] for _ in range(n)],
     }
     return pa.table(columns, schema=chunks_schema(DIM))
 

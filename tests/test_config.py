@@ -127,3 +127,84 @@ def test_init_rejects_a_missing_folder(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "not a folder" in result.output
+
+
+def test_init_detects_the_kind_and_says_why(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    (vault / ".obsidian").mkdir(parents=True)
+    (vault / "paper.pdf").write_bytes(b"%PDF-1.4")
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    for name in ("a.pdf", "b.docx", "notes.md"):
+        (papers / name).write_bytes(b"x")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for name in ("one.md", "two.md", "three.md", "four.md", "image.png"):
+        (notes / name).write_bytes(b"x")
+    runner = CliRunner()
+    for folder, kind, why in (
+        (vault, "markdown", ".obsidian/"),
+        (papers, "documents", "2 of 3 files are not Markdown"),
+        (notes, "markdown", "4 of 5 files are Markdown"),
+    ):
+        target = tmp_path / f"{folder.name}.toml"
+        result = runner.invoke(cli, ["init", str(folder), "-o", str(target)])
+        assert result.exit_code == 0, result.output
+        assert f"Source kind: {kind}" in result.output and why in result.output
+        assert parse_config_file(target).sources[0].kind == kind
+    forced = runner.invoke(
+        cli, ["init", str(vault), "-o", str(tmp_path / "f.toml"), "--kind", "documents"]
+    )
+    assert "Source kind: documents (given with --kind)" in forced.output
+    assert parse_config_file(tmp_path / "f.toml").sources[0].kind == "documents"
+
+
+def test_sources_add_appends_a_detected_source_and_keeps_comments(tmp_path: Path) -> None:
+    notes = tmp_path / "notes"
+    (notes / ".obsidian").mkdir(parents=True)
+    papers = tmp_path / "My Papers"
+    papers.mkdir()
+    (papers / "a.pdf").write_bytes(b"%PDF")
+    target = tmp_path / "ragline.toml"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["init", str(notes), "-o", str(target)]).exit_code == 0
+    result = runner.invoke(cli, ["--config", str(target), "sources", "add", str(papers)])
+    assert result.exit_code == 0, result.output
+    assert "Added source 'my-papers': kind documents" in result.output
+    config = parse_config_file(target)
+    assert [(s.name, s.kind) for s in config.sources] == [
+        ("notes", "markdown"),
+        ("my-papers", "documents"),
+    ]
+    assert config.sources[1].ocr == "auto"
+    assert "# ragline configuration" in target.read_text()  # comments kept
+    again = runner.invoke(cli, ["--config", str(target), "sources", "add", str(papers)])
+    assert again.exit_code == 2 and "a source named 'my-papers' exists" in again.output
+    same = runner.invoke(
+        cli, ["--config", str(target), "sources", "add", str(papers), "--name", "other"]
+    )
+    assert same.exit_code == 2 and "is already the source 'my-papers'" in same.output
+
+
+def test_documents_and_attachment_options_are_validated(tmp_path: Path) -> None:
+    for text, expected in (
+        (
+            '[[sources]]\nname = "a"\nkind = "documents"\npath = "."\nocr = "always"\n',
+            "sources[0].ocr",
+        ),
+        (
+            '[[sources]]\nname = "a"\nkind = "documents"\npath = "."\nocr_languages = ["en"]\n',
+            "'en' is not a Tesseract language code",
+        ),
+        (
+            '[[sources]]\nname = "a"\nkind = "markdown"\npath = "."\nattachments = ["pfd"]\n',
+            "unknown attachment type 'pfd'; supported: pdf",
+        ),
+        (
+            '[[sources]]\nname = "a"\nkind = "documents"\npath = "."\nattachments = ["pdf"]\n',
+            "sources[0].attachments: unknown key",
+        ),
+    ):
+        with pytest.raises(ConfigError) as excinfo:
+            parse_config_file(_write(tmp_path, text))
+        assert expected in str(excinfo.value)

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from rag_assets.sources import source_kind
 from rag_assets.stages import chunk as chunk_stage
 from rag_assets.stages import embed as embed_stage
 from rag_assets.stages import parse as parse_stage
-from rag_assets.sources import source_kind
 from rag_assets.stages.chunk import chunk_source
 from rag_assets.stages.embed import embed_source, target_generation
 from rag_assets.stages.fulltext import sync_fulltext
