@@ -78,8 +78,26 @@ def test_body_keeps_file_line_numbers() -> None:
     sections = {s.title: (s.line_start, s.line_end) for s in body.sections()}
     assert sections == {"A": (5, 12), "A > B": (9, 12), "C": (13, 14)}
     assert body.section("a#b").title == "A > B"
-    with pytest.raises(RangeError, match="its headings: 'A', 'A > B', 'C'"):
+    with pytest.raises(RangeError, match="its headings and parts: 'A', 'A > B', 'C'"):
         body.section("D")
+
+
+def test_body_parts_are_opened_whole() -> None:
+    sections = (
+        '[{"anchor": "page=1", "label": "Page 1", "line_start": 1, "line_end": 2},'
+        ' {"anchor": "page=2", "label": "Page 2", "line_start": 4, "line_end": 6}]'
+    )
+    body = Body.of("first\npage\n\nsecond\npage\nends\n", 1, sections)
+    # a chunk on page 2 opens page 2 whole
+    assert body.choose_range(None, None, None, (5, 5, "")) == (4, 6, "Page 2", "page=2")
+    assert body.choose_range(None, None, "Page 1", None) == (1, 2, "Page 1", "page=1")
+    assert body.choose_range(None, None, "#page=2", None)[3] == "page=2"
+    # an explicit range wins; no parts: the chunk's own lines
+    assert body.choose_range(2, 4, None, (5, 5, "")) == (2, 4, None, None)
+    plain = Body("# A\n\none\n", 1)
+    assert plain.choose_range(None, None, None, (3, 3, "A")) == (3, 3, "A", None)
+    with pytest.raises(RangeError, match="'page=1', 'page=2'"):
+        body.section("page=9")
 
 
 @pytest.mark.parametrize(
