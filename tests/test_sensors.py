@@ -138,3 +138,31 @@ def test_changing_the_embedder_settings_makes_every_source_due(
         }).encode())  # fmt: skip
         result = _tick(sensor, instance, config_path, cursor)
         assert [r.partition_key for r in result.run_requests] == ["notes"]
+
+
+def test_change_sensor_asks_once_for_a_deferred_pass(tmp_path: Path, sample_vault: Path) -> None:
+    """A run that queued OCR leaves a marker; the sensor requests one deferred pass per
+    marker (its mtime is in the cursor) and nothing once the marker is gone."""
+    from rag_serving.config import parse_config_file
+    from rag_serving.index.layout import IndexLayout
+
+    notes, _ = _vault(tmp_path, sample_vault)
+    config_path = write_config(
+        tmp_path, [{"name": "notes", "kind": "markdown", "path": str(notes)}]
+    )
+    marker = IndexLayout(parse_config_file(config_path).data_dir).deferred_marker("notes")
+    sensor = build_source_changes_sensor(30)
+    with instance_for_test() as instance:
+        instance.add_dynamic_partitions("sources", ["notes"])
+        first = _tick(sensor, instance, config_path)
+        assert [r.tags.get("ragline/pass") for r in first.run_requests] == [None]
+        marker.parent.mkdir(parents=True)
+        marker.write_text("1\n")
+        queued = _tick(sensor, instance, config_path, first.cursor)
+        [request] = queued.run_requests
+        assert request.tags["ragline/pass"] == "deferred" and request.partition_key == "notes"
+        again = _tick(sensor, instance, config_path, queued.cursor)
+        assert not again.run_requests
+        marker.unlink()
+        done = _tick(sensor, instance, config_path, again.cursor)
+        assert not done.run_requests
