@@ -1,7 +1,7 @@
 # The two commands a newcomer needs (see README.md):
 #   make demo   set up, index this repository's docs/ and search them
 #   make test   set up with the test tools and run the whole test suite
-.PHONY: demo test setup setup-dev lint bench bench-quality bench-scale
+.PHONY: demo test setup setup-dev lint bench bench-quality bench-scale bench-documents
 
 RAGLINE = .venv/bin/ragline --config demo/ragline.toml
 
@@ -49,3 +49,8 @@ bench-quality: setup-dev
 # Query latency at 10k / 100k / 1M chunks, flat and with the automatic indexes.
 bench-scale: setup-dev
 	.venv/bin/python benchmarks/scale_latency.py --sizes 10000,100000,1000000
+
+# Documents (issue 10): every PDF and EPUB of the corpora indexed from empty; pages/s,
+# embedder share, peak memory; OCR seconds per page.
+bench-documents: setup-dev
+	.venv/bin/python benchmarks/documents_throughput.py
