@@ -105,8 +105,9 @@ class SourceKind(ABC):
         """The options this source parses with."""
         return ParseOptions(allow_deferred_work=allow_deferred_work)
 
-    def facets(self, key: str, document: ParsedDocument) -> list[str]:
-        """Filterable ``name:value`` pairs of a document (``type:pdf`` at least)."""
+    def facets(self, key: str, metadata: dict[str, Any]) -> list[str]:
+        """Filterable ``name:value`` pairs of a document, from its key and parsed
+        metadata (``type:pdf``; a mail kind adds ``from:…``): no schema change needed."""
         file_type = self.file_type(key)
         return [f"type:{file_type}"] if file_type else []
 

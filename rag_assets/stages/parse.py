@@ -243,7 +243,7 @@ def _document_row(
         "content_hash": file["content_hash"],
         "indexed_at": now,
         "file_type": file_type,
-        "facets": [f"type:{file_type}"] if file_type else [],
+        "facets": kind.facets(key, json.loads(fields["frontmatter_json"] or "{}")),
         "parser": version,
     }
 

@@ -350,7 +350,9 @@ class SearchEngine:
         for row in rows:
             root = roots.get(row["source"])
             seen = recorded.get(row["doc_id"])
-            if root is None or seen is None:
+            # Only items that are files (with a recorded mtime) can be checked by a stat;
+            # a message inside an mbox or a feed entry cannot.
+            if root is None or seen is None or seen["mtime_ns"] is None:
                 out[row["doc_id"]] = None
                 continue
             try:
