@@ -37,3 +37,15 @@ if [ -n "$extras" ] && [ ! -x /usr/bin/chromium ]; then
     echo "the UI test needs /usr/bin/chromium: sudo apt-get install chromium" >&2
   fi
 fi
+
+# OCR of scanned PDFs and images (a runtime feature) reads Tesseract's language data
+# from Debian's packages; PyMuPDF brings the OCR engine itself.
+tesseract_langs="$(tesseract --list-langs 2>/dev/null || true)"
+if ! grep -qx eng <<<"$tesseract_langs"; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "installing Debian's tesseract-ocr for OCR" >&2
+    (apt-get install -y -q tesseract-ocr tesseract-ocr-eng >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q tesseract-ocr tesseract-ocr-eng >/dev/null; })
+  else
+    echo "OCR of scanned PDFs and images needs Tesseract: sudo apt-get install tesseract-ocr tesseract-ocr-eng" >&2
+  fi
+fi

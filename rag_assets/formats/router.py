@@ -3,7 +3,8 @@
 The file-based source kinds route every file through here; the stages never look
 at a file type. ``PARSER_VERSIONS`` records each parser's version: bump one and only
 the files of that type are parsed again (parsed output is cached by content hash and
-parser version).
+parser version). Parser modules are imported on first use, so importing the router
+stays cheap (no PyMuPDF, lxml or office libraries).
 """
 
 from __future__ import annotations
@@ -17,15 +18,66 @@ from rag_assets.formats.model import ParsedDocument, ParseOptions
 FILE_TYPES: dict[str, str] = {
     ".md": "md",
     ".markdown": "md",
+    ".pdf": "pdf",
+    ".docx": "docx",
+    ".pptx": "pptx",
+    ".xlsx": "xlsx",
+    ".xlsm": "xlsx",
+    ".html": "html",
+    ".htm": "html",
+    ".xhtml": "html",
+    ".epub": "epub",
+    ".txt": "txt",
+    ".text": "txt",
+    ".log": "txt",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".json": "json",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".rst": "rst",
+    ".png": "png",
+    ".jpg": "jpg",
+    ".jpeg": "jpg",
+    ".tif": "tiff",
+    ".tiff": "tiff",
 }
 
 # file type -> parser version ("<type>/<n>"); part of the parse cache key
 PARSER_VERSIONS: dict[str, str] = {
     "md": "md/2",  # 2: links to documents (paper.pdf) kept
+    "pdf": "pdf/1",
+    "docx": "docx/1",
+    "pptx": "pptx/1",
+    "xlsx": "xlsx/1",
+    "html": "html/1",
+    "epub": "epub/1",
+    "txt": "txt/1",
+    "csv": "csv/1",
+    "json": "json/1",
+    "yaml": "yaml/1",
+    "rst": "rst/1",
+    "png": "png/1",
+    "jpg": "jpg/1",
+    "tiff": "tiff/1",
 }
 
 # names people use for a type -> the type (for `--type`)
-TYPE_ALIASES: dict[str, str] = {"markdown": "md"}
+TYPE_ALIASES: dict[str, str] = {
+    "markdown": "md",
+    "jpeg": "jpg",
+    "tif": "tiff",
+    "htm": "html",
+    "xhtml": "html",
+    "yml": "yaml",
+    "text": "txt",
+    "log": "txt",
+    "tsv": "csv",
+    "xlsm": "xlsx",
+}
+
+# types whose parse may run OCR (costly work that a first pass defers)
+OCR_TYPES: tuple[str, ...] = ("pdf", "png", "jpg", "tiff")
 
 Parser = Callable[[Path, str, ParseOptions], ParsedDocument]
 
@@ -41,8 +93,70 @@ def _parse_markdown(full_path: Path, rel_path: str, options: ParseOptions) -> Pa
     return parse_markdown_document(full_path.read_bytes(), rel_path)
 
 
+def _parse_pdf(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
+    from rag_assets.formats.pdf import parse_pdf
+
+    return parse_pdf(full_path, rel_path, options)
+
+
+def _parse_docx(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
+    from rag_assets.formats.docx import parse_docx
+
+    return parse_docx(full_path, rel_path, options)
+
+
+def _parse_pptx(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
+    from rag_assets.formats.pptx import parse_pptx
+
+    return parse_pptx(full_path, rel_path, options)
+
+
+def _parse_xlsx(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
+    from rag_assets.formats.xlsx import parse_xlsx
+
+    return parse_xlsx(full_path, rel_path, options)
+
+
+def _parse_html(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
+    from rag_assets.formats.html import parse_html
+
+    return parse_html(full_path, rel_path, options)
+
+
+def _parse_epub(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
+    from rag_assets.formats.epub import parse_epub
+
+    return parse_epub(full_path, rel_path, options)
+
+
+def _parse_text(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
+    from rag_assets.formats.text import parse_text
+
+    return parse_text(full_path, rel_path, options)
+
+
+def _parse_image(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
+    from rag_assets.formats.image import parse_image
+
+    return parse_image(full_path, rel_path, options)
+
+
 PARSERS: dict[str, Parser] = {
     "md": _parse_markdown,
+    "pdf": _parse_pdf,
+    "docx": _parse_docx,
+    "pptx": _parse_pptx,
+    "xlsx": _parse_xlsx,
+    "html": _parse_html,
+    "epub": _parse_epub,
+    "txt": _parse_text,
+    "csv": _parse_text,
+    "json": _parse_text,
+    "yaml": _parse_text,
+    "rst": _parse_text,
+    "png": _parse_image,
+    "jpg": _parse_image,
+    "tiff": _parse_image,
 }
 
 

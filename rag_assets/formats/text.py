@@ -1,0 +1,195 @@
+"""Plain-text files (TXT, LOG, CSV/TSV, JSON, YAML, RST) and the text helpers the
+other format parsers share.
+
+Text files are indexed as they are: the body keeps the file's lines, so a chunk's
+line range is the file's line range. Only RST section titles are rewritten into
+``#`` headings (on the same lines) so the markdown-aware chunker sees them.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from pathlib import Path
+
+from rag_assets.formats.model import ItemError, ItemSkipped, ParsedDocument, ParseOptions
+
+__all__ = [
+    "BINARY_SNIFF_BYTES",
+    "cap_text",
+    "decode_text",
+    "heading_line",
+    "is_placeholder_title",
+    "markdown_safe",
+    "parse_text",
+    "short_error",
+]
+
+BINARY_SNIFF_BYTES = 8192
+
+# ---------------------------------------------------------------------------
+# shared helpers (used by the PDF, office, HTML and EPUB parsers)
+
+_FAKE_HEADING = re.compile(r"^(#{1,6})(?=[ \t]|$)")
+_FAKE_RULE = re.compile(r"^(?:[-=_*+][ \t]*){3,}$")
+
+
+def markdown_safe(line: str) -> str:
+    """One line of extracted plain text that markdown will not read as structure.
+
+    Extracted text reaches a markdown-aware chunker: a line starting with ``# `` would
+    become a heading and a ``---`` line a setext underline, so both are escaped;
+    leading indentation (an indented code block in markdown) is dropped.
+    """
+    line = line.strip()
+    if _FAKE_HEADING.match(line) or _FAKE_RULE.match(line):
+        return "\\" + line
+    return line
+
+
+def heading_line(level: int, text: str) -> str:
+    """A markdown ATX heading (``## text``) on one line; '' for empty text."""
+    text = " ".join(text.split()).rstrip("#").strip()
+    if not text:
+        return ""
+    return "#" * min(max(level, 1), 6) + " " + text
+
+
+def short_error(exc: BaseException, path: Path | None = None) -> str:
+    """A library exception's message on one short line (for an ItemError reason).
+
+    The file's full path, which libraries like to repeat, is shortened to its name.
+    """
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if path is not None:
+        text = text.replace(str(path), path.name)
+    return text[:160]
+
+
+# Titles that authoring tools write by default: they name no content.
+_PLACEHOLDER_TITLES = frozenset(
+    {
+        "untitled",
+        "untitled document",
+        "document",
+        "title",
+        "word document",
+        "powerpoint presentation",
+        "presentation",
+        "slide 1",
+    }
+)
+
+
+def is_placeholder_title(title: str) -> bool:
+    """True for a tool's default title ("PowerPoint Presentation", "Untitled")."""
+    return title.strip().lower() in _PLACEHOLDER_TITLES
+
+
+def cap_text(text: str, options: ParseOptions, warnings: list[str]) -> str:
+    """``text`` cut to ``options.max_chars`` (with a warning when cut)."""
+    if len(text) <= options.max_chars:
+        return text
+    warnings.append(
+        f"text cut to {options.max_chars:,} characters (the file has {len(text):,}); "
+        "raise max_chars or split the file to index the rest"
+    )
+    return text[: options.max_chars]
+
+
+def decode_text(data: bytes) -> str:
+    """Bytes of a text file as ``str`` with ``\\n`` newlines.
+
+    UTF-8 (with or without BOM) and UTF-16/32 with a BOM are accepted; anything else
+    raises ``ItemError`` naming the first bad byte. Empty and binary files raise
+    ``ItemSkipped``.
+    """
+    if not data:
+        raise ItemSkipped("empty file")
+    for bom, codec in (
+        (codecs.BOM_UTF32_LE, "utf-32-le"),
+        (codecs.BOM_UTF32_BE, "utf-32-be"),
+        (codecs.BOM_UTF16_LE, "utf-16-le"),
+        (codecs.BOM_UTF16_BE, "utf-16-be"),
+    ):
+        if data.startswith(bom):
+            try:
+                text = data[len(bom) :].decode(codec)
+            except UnicodeDecodeError as exc:
+                offset = exc.start + len(bom)
+                raise ItemError(
+                    f"not valid {codec.upper()[:6]} (bad data at offset {offset}); "
+                    "re-save the file as UTF-8"
+                ) from None
+            break
+    else:
+        if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+            raise ItemSkipped("binary content (NUL bytes); not a text file")
+        bom_len = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+        try:
+            text = data[bom_len:].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            offset = exc.start + bom_len
+            raise ItemError(
+                f"not valid UTF-8 (byte 0x{data[offset]:02x} at offset {offset}); "
+                "re-save the file as UTF-8"
+            ) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+# ---------------------------------------------------------------------------
+# RST section titles
+
+_RST_ADORNMENT = re.compile(r"^([!-/:-@\[-`{-~])\1{2,}[ \t]*$")
+
+
+def _rst_headings(text: str) -> str:
+    """RST section titles as ``#`` headings, keeping every line where it was.
+
+    A title is a line underlined (optionally also overlined) by one repeated
+    punctuation character at least as long as the title; the levels follow the
+    order in which the adornment styles first appear, as in docutils. The
+    adornment lines become blank lines, so line numbers stay the file's.
+    """
+    lines = text.split("\n")
+    styles: list[tuple[str, bool]] = []
+    i = 0
+    while i < len(lines) - 1:
+        title = lines[i].strip()
+        under = _RST_ADORNMENT.match(lines[i + 1])
+        if not title or under is None or _RST_ADORNMENT.match(lines[i]) or lines[i][0] in " \t":
+            i += 1
+            continue
+        if len(lines[i + 1].rstrip()) < len(title):
+            i += 1
+            continue
+        over = i > 0 and lines[i - 1].rstrip() == lines[i + 1].rstrip()
+        style = (under.group(1), over)
+        if style not in styles:
+            styles.append(style)
+        lines[i] = heading_line(styles.index(style) + 1, title)
+        lines[i + 1] = ""
+        if over:
+            lines[i - 1] = ""
+        i += 2
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# entry point
+
+
+def parse_text(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
+    """Parse a plain-text file (any of TXT, LOG, CSV, TSV, JSON, YAML, RST)."""
+    try:
+        data = full_path.read_bytes()
+    except OSError as exc:
+        raise ItemError(f"cannot read the file ({exc.strerror}); check its permissions") from None
+    text = decode_text(data)
+    if not text.strip():
+        raise ItemSkipped("no text (the file holds only whitespace)")
+    warnings: list[str] = []
+    text = cap_text(text, options, warnings)
+    if full_path.suffix.lower() == ".rst":
+        text = _rst_headings(text)
+    return ParsedDocument(body=text, title=None, warnings=tuple(warnings))
