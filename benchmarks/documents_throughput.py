@@ -125,13 +125,13 @@ def main() -> None:
     baseline_rss = _rss_mib()
 
     rows: dict[str, dict] = {}
-    store = IndexStore(data_dir)
     for name in CORPORA:
         spent.update(embed=0.0, parse=0.0)
         started = time.perf_counter()
         [outcome] = index_sources(config, [name], full=False)
         wall = time.perf_counter() - started
         assert outcome.success, outcome.error
+        store = IndexStore(data_dir)  # a fresh handle sees the run's commits
         generation = read_manifest(store.layout.manifest_path).active
         scope = f"source = '{name}'"
         docs = store.read("documents", where=scope, columns=["sections_json", "body"]).to_pylist()
@@ -157,6 +157,7 @@ def main() -> None:
         print(name, rows[name], flush=True)
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
+    store = IndexStore(data_dir)
     texts = store.read("staged_chunks", columns=["embed_text"]).column("embed_text").to_pylist()
     sample = random.Random(42).sample(texts, max(1, int(len(texts) * args.bare_sample)))
     started = time.perf_counter()
