@@ -272,3 +272,37 @@ def test_a_new_parser_version_reparses_only_its_type(
     parsed = metadata["parsed_documents"]
     assert parsed["changed"] == 1 and parsed["new"] == 0
     assert metadata["embeddings"]["embedded"] == 0  # same text, same vectors
+
+
+def test_cli_and_mcp_filter_by_type_and_show_locations(library: dict[str, Any]) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from rag_serving.mcp.auth import LOCAL_ACCESS
+    from rag_serving.mcp.search import SearchRequest
+    from rag_serving.mcp.service import RaglineService
+    from ragline.cli import cli
+
+    config_path = str(library["config"].config_path)
+    result = CliRunner().invoke(
+        cli, ["--config", config_path, "search", "roadmap risks", "--type", "pptx", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    hits = json.loads(result.output)["hits"]
+    assert hits and {h["file_type"] for h in hits} == {"pptx"}
+    assert all(h["location"].startswith("plan.pptx#slide=") for h in hits)
+    text = CliRunner().invoke(cli, ["--config", config_path, "search", "glacier survey", "-k", "1"])
+    assert "at plan.pptx#slide=2" in text.output
+    wrong = CliRunner().invoke(cli, ["--config", config_path, "search", "x", "--type", "docxx"])
+    assert wrong.exit_code == 2 and "did you mean 'docx'" in wrong.output
+
+    service = RaglineService(library["config"])
+    output = service.search(LOCAL_ACCESS, SearchRequest(query="cruellest month", types=("epub",)))
+    assert output.filters == {"types": ["epub"]}
+    assert output.hits and output.hits[0].location.startswith("wasteland.epub#chapter=")
+    status = service.status(LOCAL_ACCESS)
+    [source] = status.sources
+    assert {i.path for i in source.errors} == {"locked.pdf", "truncated.pdf", "garbage.docx"}
+    assert {i.path for i in source.skipped} == {"empty.pdf", "blob.bin"}
+    assert source.pending == []
