@@ -62,6 +62,30 @@ def test_onnx_document_backend_matches_torch_row_by_row(tmp_path) -> None:
     assert np.allclose(onnx_vectors[0], onnx_vectors[4], atol=1e-5)
 
 
+def test_onnx_batches_keep_attention_memory_bounded(tmp_path) -> None:
+    """Long texts go in smaller batches (count × length² within the budget), short ones
+    in full batches, and the vectors are those of the texts embedded one by one."""
+    from rag_serving.embedders import sentence_transformers as st
+
+    lengths = [3] * 70 + [100] * 40 + [256] * 20
+    ids = [[1] * n for n in lengths]
+    batches = st._attention_batches(range(len(ids)), ids, 64)
+    assert [len(b) for b in batches] == [64, 46, 8, 8, 4]  # 6 short join 40 of 100 tokens
+    for batch in batches:
+        width = max(lengths[i] for i in batch)
+        assert len(batch) <= 64 and (
+            len(batch) == 1 or len(batch) * width**2 <= st.ATTENTION_BUDGET
+        )
+    assert sorted(i for b in batches for i in b) == list(range(len(ids)))
+    assert max(len(b) for b in batches if lengths[b[-1]] == 256) == 8
+
+    embedder = create_embedder(SentenceTransformersConfig(), tmp_path)
+    texts = ["short", "a b c " * 120, "a medium sentence about sourdough " * 6] * 4
+    together = embedder.embed_documents(texts)
+    alone = np.stack([embedder.embed_documents([t])[0] for t in texts[:3]])
+    assert np.min(np.sum(together[:3] * alone, axis=1)) > 0.9999
+
+
 def test_torch_document_backend_needs_no_export(tmp_path) -> None:
     config = SentenceTransformersConfig(document_backend="torch", query_backend="torch")
     embedder = create_embedder(config, tmp_path)

@@ -35,6 +35,12 @@ BUNDLED_MODELS = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
 ONNX_FILENAME = "query-encoder.onnx"
 _MODEL_LOCK = threading.Lock()
 _LOADED: dict[str, Any] = {}
+# Sequences per ONNX batch are also capped so that batch × length² stays within this
+# budget: attention memory grows with the square of the length, and ONNX Runtime keeps
+# its arena at the largest batch it has seen. Measured on 1,500 PDF chunks (~180
+# tokens): 64 per batch peaked at 1,501 MiB RSS and 28–31 chunks/s; with this budget
+# (8 sequences of 256 tokens, 32 of 128, 64 up to 90) 560–624 MiB and 32–35 chunks/s.
+ATTENTION_BUDGET = 1 << 19
 _FAILED_EXPORTS: set[Path] = set()
 
 
@@ -162,9 +168,7 @@ class SentenceTransformersEmbedder(Embedder):
                     for e in encodings]  # fmt: skip
         order = sorted(range(len(texts)), key=lambda i: len(ids_list[i]))
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
-        size = self.config.batch_size
-        for start in range(0, len(order), size):
-            batch = order[start : start + size]
+        for batch in _attention_batches(order, ids_list, self.config.batch_size):
             width = max(len(ids_list[i]) for i in batch)
             input_ids = np.zeros((len(batch), width), dtype=np.int64)
             for row, i in enumerate(batch):
@@ -215,6 +219,14 @@ class SentenceTransformersEmbedder(Embedder):
         except Exception as exc:  # the torch path still works; say why once
             _FAILED_EXPORTS.add(path)
             log.warning("could not export the ONNX encoder (%s); using torch instead", exc)
+            return
+        if self.config.document_backend == "onnx" and self.config.query_backend == "onnx":
+            # PyTorch's copy of the model was only needed for the export (~450 MiB).
+            with _MODEL_LOCK:
+                _LOADED.pop(str(self.model_dir), None)
+            import gc
+
+            gc.collect()
 
     def _export_onnx(self, path: Path) -> None:
         import torch
@@ -277,3 +289,23 @@ class SentenceTransformersEmbedder(Embedder):
         if cosine < 0.9999:
             candidate.unlink(missing_ok=True)
             raise EmbedderError(f"ONNX export disagrees with PyTorch (cosine {cosine:.5f})")
+
+
+def _attention_batches(
+    order: Sequence[int], ids: Sequence[Sequence[int]], size: int
+) -> list[list[int]]:
+    """Consecutive runs of ``order`` (sorted by length) of at most ``size`` sequences
+    whose count × longest length² stays within ``ATTENTION_BUDGET``."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for index in order:
+        width = len(ids[index])
+        if current and (
+            len(current) >= size or (len(current) + 1) * width * width > ATTENTION_BUDGET
+        ):
+            batches.append(current)
+            current = []
+        current.append(index)
+    if current:
+        batches.append(current)
+    return batches
