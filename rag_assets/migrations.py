@@ -19,7 +19,7 @@ from rag_assets.stages.fulltext import fulltext_rows
 from rag_serving.index import schema as schemas
 from rag_serving.index.fulltext import FulltextIndex
 from rag_serving.index.manifest import read_manifest, write_manifest
-from rag_serving.index.store import IndexStore
+from rag_serving.index.store import IndexStore, schema_for
 
 log = logging.getLogger(__name__)
 
@@ -29,13 +29,7 @@ def target_schema(name: str, current: pa.Schema) -> pa.Schema | None:
     if name.startswith("chunks_"):
         vector = current.field("vector").type
         return schemas.chunks_schema(vector.list_size)
-    return {
-        "files": schemas.FILES,
-        "documents": schemas.DOCUMENTS,
-        "file_issues": schemas.FILE_ISSUES,
-        "staged_chunks": schemas.STAGED_CHUNKS,
-        "source_state": schemas.SOURCE_STATE,
-    }.get(name)
+    return schema_for(name)
 
 
 def add_missing_columns(store: IndexStore) -> list[str]:

@@ -9,7 +9,6 @@ and HTML are blanked out (same length, newlines kept, so offsets map to lines).
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ import yaml
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from rag_assets.formats.model import ItemError, ItemSkipped, Link, ParsedDocument
+from rag_assets.formats.model import ItemError, ItemSkipped, Link, ParsedDocument, json_safe
 from rag_serving.config import ATTACHMENT_SUFFIXES
 
 __all__ = [
@@ -152,22 +151,6 @@ def _split_frontmatter(
         )
         return None, body, body_start, raw, 2
     return meta, body, body_start, raw, 2
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, datetime | date | time):
-        return value.isoformat()
-    if isinstance(value, bool | int | str) or value is None:
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    return str(value)
 
 
 def _get(meta: dict[str, Any], keys: Sequence[str]) -> tuple[str, Any] | None:
@@ -389,7 +372,7 @@ def parse_markdown(data: bytes, path: str) -> ParsedNote:
         raise NoteSkipped("empty file")
     warnings: list[str] = []
     meta, body, body_start_line, raw_yaml, yaml_line = _split_frontmatter(text, warnings)
-    frontmatter: dict[str, Any] = _json_safe(meta) if meta else {}
+    frontmatter: dict[str, Any] = json_safe(meta) if meta else {}
     if not body.strip() and not frontmatter and not warnings:
         raise NoteSkipped("empty file (only an empty frontmatter block)")
 

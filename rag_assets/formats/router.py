@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from rag_assets.formats.model import ParsedDocument, ParseOptions
+from rag_serving.search.filters import TYPE_ALIASES as FILTER_TYPE_ALIASES
 
 # extension (lowercase, with the dot) -> file type
 FILE_TYPES: dict[str, str] = {
@@ -62,19 +63,8 @@ PARSER_VERSIONS: dict[str, str] = {
     "tiff": "tiff/1",
 }
 
-# names people use for a type -> the type (for `--type`)
-TYPE_ALIASES: dict[str, str] = {
-    "markdown": "md",
-    "jpeg": "jpg",
-    "tif": "tiff",
-    "htm": "html",
-    "xhtml": "html",
-    "yml": "yaml",
-    "text": "txt",
-    "log": "txt",
-    "tsv": "csv",
-    "xlsm": "xlsx",
-}
+# names people use for a type -> the type (for `--type`); search validates them too
+TYPE_ALIASES = FILTER_TYPE_ALIASES
 
 # types whose parse may run OCR (costly work that a first pass defers)
 OCR_TYPES: tuple[str, ...] = ("pdf", "png", "jpg", "tiff")

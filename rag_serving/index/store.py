@@ -98,7 +98,7 @@ class IndexStore:
     ) -> pa.Table:
         """All rows of table ``name`` matching ``where`` (empty table if it does not exist)."""
         if not self.table_exists(name):
-            base = _schema_for(name)
+            base = schema_for(name)
             if base is None:
                 return pa.table({})
             return base.empty_table() if columns is None else base.empty_table().select(columns)
@@ -167,7 +167,8 @@ class IndexStore:
             tbl.checkout_latest()
 
 
-def _schema_for(name: str) -> pa.Schema | None:
+def schema_for(name: str) -> pa.Schema | None:
+    """The schema of a fixed table (None for a generation's ``chunks_<key>``)."""
     return {
         "files": schemas.FILES,
         "documents": schemas.DOCUMENTS,

@@ -19,7 +19,9 @@ TYPE_ALIASES = {
     "xhtml": "html",
     "yml": "yaml",
     "text": "txt",
+    "log": "txt",
     "tsv": "csv",
+    "xlsm": "xlsx",
 }
 
 
