@@ -27,19 +27,14 @@ from rag_assets.formats.ocr import (
     page_ranges,
 )
 from rag_assets.formats.pdf import OCR_MIN_CHARS, pymupdf_module, text_blocks
-from rag_assets.formats.text import markdown_safe, short_error
+from rag_assets.formats.text import markdown_safe, require_content, short_error
 
 __all__ = ["parse_image"]
 
 
 def _open(full_path: Path) -> Any:
     pymupdf = pymupdf_module()
-    try:
-        size = full_path.stat().st_size
-    except OSError as exc:
-        raise ItemError(f"cannot read the file ({exc.strerror}); check its permissions") from None
-    if size == 0:
-        raise ItemSkipped("empty file")
+    require_content(full_path)
     try:
         doc = pymupdf.open(full_path)
     except pymupdf.EmptyFileError:

@@ -33,7 +33,13 @@ from rag_assets.formats.model import (
     ParseOptions,
 )
 from rag_assets.formats.ocr import deferred_description, ocr_available, ocr_textpage, page_ranges
-from rag_assets.formats.text import heading_line, is_placeholder_title, markdown_safe, short_error
+from rag_assets.formats.text import (
+    heading_line,
+    is_placeholder_title,
+    markdown_safe,
+    require_content,
+    short_error,
+)
 
 __all__ = ["parse_pdf", "pdf_date", "pymupdf_module", "text_blocks"]
 
@@ -293,12 +299,7 @@ def _page_path(
 
 
 def _open(pymupdf: ModuleType, full_path: Path) -> Any:
-    try:
-        size = full_path.stat().st_size
-    except OSError as exc:
-        raise ItemError(f"cannot read the file ({exc.strerror}); check its permissions") from None
-    if size == 0:
-        raise ItemSkipped("empty file")
+    require_content(full_path)
     pymupdf.TOOLS.reset_mupdf_warnings()
     try:
         doc = pymupdf.open(full_path, filetype="pdf")

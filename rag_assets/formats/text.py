@@ -193,3 +193,13 @@ def parse_text(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedD
     if full_path.suffix.lower() == ".rst":
         text = _rst_headings(text)
     return ParsedDocument(body=text, title=None, warnings=tuple(warnings))
+
+
+def require_content(full_path: Path) -> None:
+    """Fail with a one-line reason when the file cannot be read or is empty."""
+    try:
+        size = full_path.stat().st_size
+    except OSError as exc:
+        raise ItemError(f"cannot read the file ({exc.strerror}); check its permissions") from None
+    if size == 0:
+        raise ItemSkipped("empty file")
