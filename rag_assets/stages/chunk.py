@@ -1,8 +1,8 @@
 """Stage 3 (``chunks``): cut new and changed documents into chunks that fit the
 embedder's input (counted with its own tokenizer), with the kind's chunker.
 
-Chunks are reused by content hash: a document whose content another document
-already has chunked with the same settings (a renamed or copied file) gets a copy
+Chunks are reused by content hash: a document whose content another document of the
+source already has chunked with the same settings (a renamed or copied file) gets a copy
 of those chunks under its own ids, so a renamed 50 MB PDF is not chunked again."""
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def chunk_source(
     todo_hashes = {d["content_hash"] for d in docs if d["doc_id"] in wanted}
     del wanted
     del docs, chunked_hash
-    donors = {} if full else _chunked_elsewhere(store, todo_hashes, key)
+    donors = {} if full else _chunked_elsewhere(store, scope, todo_hashes, key)
     result.unchanged = len(live) - len(todo)
     gone = [d for d in known if d not in live]
     result.deleted = len(gone)
@@ -144,13 +144,15 @@ def _view(doc: dict[str, Any]) -> DocumentView:
     )
 
 
-def _chunked_elsewhere(store: IndexStore, hashes: set[str], key: str) -> dict[str, str]:
-    """content hash → a document (any source) whose chunks for it are staged with
-    ``key``: copying them is cheaper than chunking again."""
+def _chunked_elsewhere(store: IndexStore, scope: str, hashes: set[str], key: str) -> dict[str, str]:
+    """content hash → a document of this source whose chunks for it are staged with
+    ``key``: copying them is cheaper than chunking again. (Only this source: another
+    kind may chunk the same bytes its own way.)"""
     found: dict[str, str] = {}
     ordered = sorted(h for h in hashes if h)
     for start in range(0, len(ordered), 500):
-        where = f"{sql_in('doc_content_hash', ordered[start : start + 500])} AND ordinal = 0"
+        hashes_in = sql_in("doc_content_hash", ordered[start : start + 500])
+        where = f"{scope} AND {hashes_in} AND ordinal = 0"
         rows = store.read(
             "staged_chunks", where=where, columns=["doc_id", "doc_content_hash", "chunking_key"]
         )
