@@ -12,6 +12,7 @@ vectors.
 from __future__ import annotations
 
 import logging
+import shutil
 
 import pyarrow as pa
 
@@ -57,12 +58,18 @@ def upgrade_index(store: IndexStore) -> str:
     from_version = manifest.schema_version
     added = add_missing_columns(store)
     rebuilt = []
-    for generation in (manifest.active, manifest.building):
-        if generation is None:
-            continue
+    live = [g for g in (manifest.active, manifest.building) if g is not None]
+    for generation in live:
         folder = store.layout.fulltext_dir(generation.key)
         FulltextIndex.rebuild(folder, fulltext_rows(store, generation.table, None))
         rebuilt.append(generation.key)
+    # Any other Tantivy folder (a generation awaiting removal, a crashed rebuild) has
+    # the old schema and cannot be opened any more; it is derived data: remove it.
+    root = store.layout.fulltext_root
+    if root.is_dir():
+        for folder in root.iterdir():
+            if folder.is_dir() and folder.name not in {g.key for g in live}:
+                shutil.rmtree(folder, ignore_errors=True)
     from dataclasses import replace
 
     write_manifest(path, replace(manifest, schema_version=schemas.SCHEMA_VERSION))

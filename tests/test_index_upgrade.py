@@ -43,6 +43,8 @@ def test_format_2_index_is_upgraded_in_place_without_re_embedding(tmp_path: Path
         )
     )
     before = _served(data_dir)
+    leftover = data_dir / "fulltext" / "old-generation"  # awaiting removal, old schema
+    shutil.copytree(next((data_dir / "fulltext").iterdir()), leftover)
     assert json.loads((data_dir / "index.json").read_text())["schema_version"] == 2
 
     with pytest.raises(IndexNeedsUpgradeError, match="run `ragline index` once"):
@@ -51,6 +53,7 @@ def test_format_2_index_is_upgraded_in_place_without_re_embedding(tmp_path: Path
     [outcome] = index_sources(config, [], full=False)
     assert outcome.success, outcome.error
     assert json.loads((data_dir / "index.json").read_text())["schema_version"] == 3
+    assert not leftover.exists()
     embeddings = outcome.metadata["embeddings"]
     assert embeddings["embedded"] == 0  # every vector reused
     after = _served(data_dir)
