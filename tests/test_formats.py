@@ -683,7 +683,7 @@ def test_every_corpus_pdf_parses_or_says_why() -> None:
         assert outcomes[rel].startswith("deferred: OCR of"), rel
     others = set(outcomes) - ENCRYPTED_PDFS - MALFORMED_PDFS - SKIPPED_PDFS - DEFERRED_PDFS
     assert all(outcomes[rel] == "ok" for rel in others)
-    assert pages / total > 100  # MuPDF's plain extraction runs ~400 pages/s here
+    assert pages >= 580  # speed is measured in benchmarks/documents_throughput.py
 
 
 @pytest.mark.shared_data
