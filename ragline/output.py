@@ -38,7 +38,7 @@ def render_search(result: SearchResult, explain: bool) -> None:
         snippet = _BOLD.sub(
             lambda m: f"[bold yellow]{escape(m.group(1))}[/]", _escape_keep_bold(hit.snippet)
         )
-        if hit.location and hit.location != hit.path:
+        if "=" in hit.location.rpartition("#")[2]:  # a page, slide, sheet or chapter
             console.print(f"    [dim]at[/] {escape(hit.location)}")
         console.print(f"    {snippet}")
         if hit.stale:
