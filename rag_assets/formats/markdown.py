@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from functools import lru_cache
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote
 
@@ -22,7 +22,14 @@ import yaml
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from rag_assets.formats.model import ItemError, ItemSkipped, Link, ParsedDocument, json_safe
+from rag_assets.formats.model import (
+    ItemError,
+    ItemSkipped,
+    Link,
+    ParsedDocument,
+    ParseOptions,
+    json_safe,
+)
 from rag_serving.config import ATTACHMENT_SUFFIXES
 
 __all__ = [
@@ -34,6 +41,7 @@ __all__ = [
     "line_offsets",
     "parse_markdown",
     "parse_markdown_document",
+    "parse_markdown_file",
 ]
 
 BINARY_SNIFF_BYTES = 8192
@@ -445,3 +453,8 @@ def parse_markdown_document(data: bytes, path: str) -> ParsedDocument:
         updated=note.updated,
         warnings=tuple(note.warnings),
     )
+
+
+def parse_markdown_file(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
+    """The router's entry point: a Markdown file on disk (``options`` are not used)."""
+    return parse_markdown_document(full_path.read_bytes(), rel_path)

@@ -9,7 +9,9 @@ stays cheap (no PyMuPDF, lxml or office libraries).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path, PurePosixPath
 
 from rag_assets.formats.model import ParsedDocument, ParseOptions
@@ -77,77 +79,24 @@ def file_type(path: str) -> str | None:
     return FILE_TYPES.get(PurePosixPath(path).suffix.lower())
 
 
-def _parse_markdown(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
-    from rag_assets.formats.markdown import parse_markdown_document
-
-    return parse_markdown_document(full_path.read_bytes(), rel_path)
-
-
-def _parse_pdf(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
-    from rag_assets.formats.pdf import parse_pdf
-
-    return parse_pdf(full_path, rel_path, options)
-
-
-def _parse_docx(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
-    from rag_assets.formats.docx import parse_docx
-
-    return parse_docx(full_path, rel_path, options)
-
-
-def _parse_pptx(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
-    from rag_assets.formats.pptx import parse_pptx
-
-    return parse_pptx(full_path, rel_path, options)
-
-
-def _parse_xlsx(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
-    from rag_assets.formats.xlsx import parse_xlsx
-
-    return parse_xlsx(full_path, rel_path, options)
-
-
-def _parse_html(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
-    from rag_assets.formats.html import parse_html
-
-    return parse_html(full_path, rel_path, options)
-
-
-def _parse_epub(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
-    from rag_assets.formats.epub import parse_epub
-
-    return parse_epub(full_path, rel_path, options)
-
-
-def _parse_text(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
-    from rag_assets.formats.text import parse_text
-
-    return parse_text(full_path, rel_path, options)
-
-
-def _parse_image(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
-    from rag_assets.formats.image import parse_image
-
-    return parse_image(full_path, rel_path, options)
-
-
-PARSERS: dict[str, Parser] = {
-    "md": _parse_markdown,
-    "pdf": _parse_pdf,
-    "docx": _parse_docx,
-    "pptx": _parse_pptx,
-    "xlsx": _parse_xlsx,
-    "html": _parse_html,
-    "epub": _parse_epub,
-    "txt": _parse_text,
-    "csv": _parse_text,
-    "json": _parse_text,
-    "yaml": _parse_text,
-    "rst": _parse_text,
-    "png": _parse_image,
-    "jpg": _parse_image,
-    "tiff": _parse_image,
+# file type -> "module:function" of its parser, imported on first use
+PARSERS: dict[str, str] = {
+    "md": "rag_assets.formats.markdown:parse_markdown_file",
+    "pdf": "rag_assets.formats.pdf:parse_pdf",
+    "docx": "rag_assets.formats.docx:parse_docx",
+    "pptx": "rag_assets.formats.pptx:parse_pptx",
+    "xlsx": "rag_assets.formats.xlsx:parse_xlsx",
+    "html": "rag_assets.formats.html:parse_html",
+    "epub": "rag_assets.formats.epub:parse_epub",
+    **dict.fromkeys(("txt", "csv", "json", "yaml", "rst"), "rag_assets.formats.text:parse_text"),
+    **dict.fromkeys(("png", "jpg", "tiff"), "rag_assets.formats.image:parse_image"),
 }
+
+
+@cache
+def _parser(type_name: str) -> Parser:
+    module, _, function = PARSERS[type_name].partition(":")
+    return getattr(importlib.import_module(module), function)
 
 
 def parse_file(
@@ -158,4 +107,4 @@ def parse_file(
     Raises ``ItemSkipped`` / ``ItemError`` with a one-line reason for files that
     cannot be indexed; any other exception is a parser bug.
     """
-    return PARSERS[type_name](full_path, rel_path, options)
+    return _parser(type_name)(full_path, rel_path, options)

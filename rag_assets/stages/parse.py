@@ -34,7 +34,7 @@ LOOKUP_BATCH = 500  # content hashes per query when looking for reusable parses
 _REUSED_COLUMNS = [
     "content_hash", "parser", "body", "body_start_line", "sections_json", "frontmatter_json",
     "aliases", "tags", "links_json", "created", "updated", "warnings", "parsed_title",
-    "deferred", "file_type",
+    "deferred",
 ]  # fmt: skip
 
 
@@ -200,10 +200,10 @@ def _parse_one(
     except Exception as exc:  # a parser bug must not fail the whole source
         message = f"unexpected parser error ({type(exc).__name__}: {exc}); please report it"
         return FileProblem(path, "error", " ".join(message.split()))
-    return _document_row(kind, file, _fields(kind, path, document), version, now)
+    return _document_row(kind, file, _fields(document), version, now)
 
 
-def _fields(kind: SourceKind, key: str, document: ParsedDocument) -> dict[str, Any]:
+def _fields(document: ParsedDocument) -> dict[str, Any]:
     """The path-independent columns of a parsed document (what a copy can reuse)."""
     return {
         "body": document.body,
@@ -218,7 +218,6 @@ def _fields(kind: SourceKind, key: str, document: ParsedDocument) -> dict[str, A
         "warnings": list(document.warnings),
         "parsed_title": document.title,
         "deferred": list(document.deferred),
-        "file_type": kind.file_type(key),
     }
 
 
