@@ -25,6 +25,8 @@ def print_json(data: Any) -> None:
 
 
 def render_search(result: SearchResult, explain: bool) -> None:
+    if result.notice:
+        err_console.print(f"[yellow]note:[/] {escape(result.notice)}")
     if not result.hits:
         console.print(f"[yellow]No results for[/] {escape(result.query)!r} ({result.mode}).")
         return

@@ -7,7 +7,7 @@ import pytest
 
 from rag_serving.config import RaglineConfig, SentenceTransformersConfig
 from rag_serving.embedders import available_providers, create_embedder
-from rag_serving.errors import EmbedderError, EmbedderMismatchError
+from rag_serving.errors import EmbedderError
 
 
 def test_registry_lists_providers() -> None:
@@ -94,12 +94,25 @@ def test_torch_document_backend_needs_no_export(tmp_path) -> None:
     assert not embedder._onnx_path().is_file()  # type: ignore[attr-defined]
 
 
-def test_search_with_another_embedder_is_refused(sample_index: RaglineConfig) -> None:
+def test_search_during_an_embedder_switch_uses_the_live_vectors(
+    sample_index: RaglineConfig,
+) -> None:
+    """Config switched to an Ollama model that nothing has embedded yet (and no
+    Ollama running): search answers from the live MiniLM generation and says so."""
     from rag_serving.config import OllamaConfig
     from rag_serving.search import SearchEngine
 
     other = sample_index.model_copy(
-        update={"embedder": OllamaConfig(provider="ollama", model="nomic-embed-text")}
+        update={
+            "embedder": OllamaConfig(
+                provider="ollama", model="nomic-embed-text", host="http://127.0.0.1:9"
+            )
+        }
     )
-    with pytest.raises(EmbedderMismatchError, match="run `ragline index`"):
-        SearchEngine(other)
+    result = SearchEngine(other).search("sourdough starter", mode="hybrid")
+    assert result.hits, "search must keep answering from the live generation"
+    assert result.notice is not None
+    assert "all-MiniLM-L6-v2" in result.notice and "ollama:nomic-embed-text" in result.notice
+    assert result.as_json()["notice"] == result.notice
+    same = SearchEngine(sample_index).search("sourdough starter")
+    assert same.notice is None and "notice" not in same.as_json()

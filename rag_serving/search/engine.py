@@ -102,13 +102,17 @@ class SearchResult:
     mode: Mode
     filters: SearchFilters
     hits: list[SearchHit]
+    notice: str | None = None  # e.g. searching with the live vectors during a model switch
 
     def as_json(self, with_explain: bool = False) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "query": self.query,
             "mode": self.mode,
             "hits": [hit.as_json(with_explain) for hit in self.hits],
         }
+        if self.notice:
+            data["notice"] = self.notice
+        return data
 
 
 class SearchEngine:
@@ -128,6 +132,7 @@ class SearchEngine:
         self._manifest_stamp: int | None = None
         self.generation: Generation | None = None
         self._embedder: Embedder | None = None
+        self.notice: str | None = None  # why search does not use the configured embedder
         self._open_manifest()
         self.store = IndexStore(config.data_dir, read_consistency_s=read_consistency_s)
 
@@ -156,19 +161,29 @@ class SearchEngine:
                 self._open_manifest()
 
     def _check_embedder(self, manifest: IndexManifest) -> None:
+        """Note (never refuse) a config whose embedder is not the live generation's:
+        search answers from the live vectors, with the embedder they were made by,
+        until a run has embedded every source with the configured one."""
         wanted = self.config.embedder
         model = "all-MiniLM-L6-v2" if wanted.model.endswith("all-MiniLM-L6-v2") else wanted.model
-        known = [g for g in (manifest.active, manifest.building) if g is not None]
-        if any(
-            (g.fingerprint.provider, g.fingerprint.model) == (wanted.provider, model) for g in known
-        ):
+        assert manifest.active is not None
+        live = manifest.active.fingerprint
+        self.notice = None
+        if (live.provider, live.model) == (wanted.provider, model):
             return
-        active = manifest.active.fingerprint.describe() if manifest.active else "nothing"
-        raise EmbedderMismatchError(
-            f"the index holds vectors of {active} but the config asks for "
-            f"{wanted.provider}:{model}; run `ragline index` to embed every source with "
-            "the new model (search keeps using the old vectors until that is done), "
-            "or set [embedder] back"
+        building = manifest.building
+        if building is not None and (
+            (building.fingerprint.provider, building.fingerprint.model) == (wanted.provider, model)
+        ):
+            self.notice = (
+                f"vectors for {wanted.provider}:{model} are being built; searching with the "
+                f"live vectors of {live.describe()} until every source has them"
+            )
+            return
+        self.notice = (
+            f"the index holds vectors of {live.describe()} but the config asks for "
+            f"{wanted.provider}:{model}; searching with {live.describe()} until "
+            "`ragline index` has embedded every source with the new model"
         )
 
     @property
@@ -244,7 +259,7 @@ class SearchEngine:
             lists.append(RankedList("vector", ids, sims, settings.weights.vector))
         fused = self._fuse(lists) if mode == "hybrid" else single_list(lists[0])
         hits = self._materialize(query, fused, k)
-        return SearchResult(query, mode, filters, hits)
+        return SearchResult(query, mode, filters, hits, self.notice)
 
     def _fuse(self, lists: list[RankedList]) -> list[FusedHit]:
         settings = self.config.search
