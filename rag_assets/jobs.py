@@ -14,6 +14,7 @@ from rag_assets.assets import INDEXING_ASSETS
 from rag_assets.assets.indexing import WRITER_POOL
 from rag_assets.partitions import sources_partitions
 from rag_assets.resources import RaglineConfigResource
+from rag_assets.run_failures import record_failure
 
 INDEX_JOB_NAME = "index_source"
 
@@ -22,6 +23,7 @@ index_source_job = define_asset_job(
     selection=AssetSelection.assets(*INDEXING_ASSETS),
     partitions_def=sources_partitions,
     executor_def=in_process_executor,
+    hooks={record_failure},  # the cause reaches `ragline status` and MCP `status`
     description="Index one source: scan, parse, chunk, embed and update the full-text index.",
 )
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from rag_serving.index.fulltext import FulltextIndex
 from rag_serving.index.store import IndexStore, sql_string
 
-SOURCE_TABLES = ("files", "documents", "file_issues", "staged_chunks", "source_state")
+SOURCE_TABLES = (
+    "files", "documents", "file_issues", "staged_chunks", "source_state", "run_failures",
+)  # fmt: skip
 
 
 def indexed_sources(store: IndexStore) -> set[str]:

@@ -9,6 +9,9 @@
 - ``chunks_<key>``: what search serves, one table per embedder generation: chunk
   text, metadata and vectors.
 - ``source_state``: per source, the last completed indexing run and its totals.
+- ``run_failures``: per source, the last run that failed and its one-line cause
+  (shown while it is newer than the last completed run). Added after format 3
+  without a format change: a table that does not exist reads as empty.
 """
 
 from __future__ import annotations
@@ -127,6 +130,16 @@ SOURCE_STATE = pa.schema(
     ]
 )
 
+RUN_FAILURES = pa.schema(
+    [
+        _key("source"),
+        pa.field("run_id", pa.string()),
+        pa.field("step", pa.string()),  # the asset (stage) that failed, if known
+        pa.field("message", pa.string()),  # one line: what went wrong
+        pa.field("failed_at", TIMESTAMP),
+    ]
+)
+
 
 def chunks_schema(dimension: int) -> pa.Schema:
     """Schema of the served ``chunks`` table for vectors of ``dimension``."""
@@ -164,6 +177,7 @@ TABLE_KEYS = {
     "file_issues": "doc_id",
     "staged_chunks": "chunk_id",
     "source_state": "source",
+    "run_failures": "source",
 }
 
 

@@ -175,4 +175,5 @@ def schema_for(name: str) -> pa.Schema | None:
         "file_issues": schemas.FILE_ISSUES,
         "staged_chunks": schemas.STAGED_CHUNKS,
         "source_state": schemas.SOURCE_STATE,
+        "run_failures": schemas.RUN_FAILURES,
     }.get(name)

@@ -1,0 +1,65 @@
+"""Recording why a source's run failed, in the index itself, so `ragline status`,
+MCP `status` and the CLI show it without asking Dagster (``rag_serving`` never
+imports it). A later completed run supersedes the record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+from dagster import HookContext, failure_hook
+
+from rag_assets.stages.result import utcnow
+from rag_serving.index import schema as schemas
+from rag_serving.index.store import IndexStore
+
+PARTITION_TAG = "dagster/partition"
+MESSAGE_LIMIT = 300
+
+
+def one_line(message: str) -> str:
+    """The last non-empty line of ``message`` (where Python puts the cause), capped."""
+    lines = [line.strip() for line in str(message).splitlines() if line.strip()]
+    text = lines[-1] if lines else "no message"
+    return text if len(text) <= MESSAGE_LIMIT else text[: MESSAGE_LIMIT - 1] + "…"
+
+
+def record_run_failure(
+    data_dir: Path, source: str, run_id: str, step: str | None, message: str
+) -> None:
+    """Remember that ``run_id`` of ``source`` failed in ``step`` because of ``message``."""
+    row = {
+        "source": source,
+        "run_id": run_id,
+        "step": step,
+        "message": one_line(message),
+        "failed_at": utcnow(),
+    }
+    IndexStore(data_dir).apply_changes(
+        "run_failures", schemas.RUN_FAILURES, pa.Table.from_pylist([row], schemas.RUN_FAILURES)
+    )
+
+
+def _cause(exc: BaseException | None) -> str:
+    """The innermost exception's text: the user's problem, not Dagster's wrapper."""
+    while exc is not None and (exc.__cause__ is not None or exc.__context__ is not None):
+        exc = exc.__cause__ or exc.__context__
+    if exc is None:
+        return "the step failed; see the run's logs in the Dagster UI"
+    text = str(exc).strip()
+    return text or type(exc).__name__
+
+
+@failure_hook(required_resource_keys={"settings"})
+def record_failure(context: HookContext) -> None:
+    """On a failed step of an indexing run, record the cause for its source."""
+    run = context.instance.get_run_by_id(context.run_id)
+    source = (run.tags.get(PARTITION_TAG) if run else None) or ""
+    if not source:
+        return
+    data_dir = context.resources.settings.load().data_dir
+    step = context.step_key.split(".")[-1] if context.step_key else None
+    try:
+        record_run_failure(data_dir, source, context.run_id, step, _cause(context.op_exception))
+    except Exception as exc:  # never mask the run's own failure
+        context.log.warning(f"could not record the failure in the index: {exc}")
