@@ -21,6 +21,10 @@ class FilterError(RaglineError):
     exit_code = 2
 
 
+class QueryError(FilterError):
+    """The search query cannot be used as given (empty, or over the length limit)."""
+
+
 class IndexNotBuiltError(RaglineError):
     """The index does not exist yet (nothing was indexed)."""
 
@@ -43,3 +47,8 @@ class EmbedderUnavailableError(EmbedderError):
 
 class ModelNotFoundError(EmbedderError):
     """The embedding model is not available to the provider."""
+
+
+class SourceUnavailableError(RaglineError):
+    """A source's folder cannot be reached now (an unplugged disk, a folder that cannot
+    be read): its run fails and what the index holds for it is kept, never pruned."""

@@ -26,6 +26,7 @@ from rag_serving.index.store import IndexStore, sql_in
 from rag_serving.search.filters import (
     IndexVocabulary,
     SearchFilters,
+    check_query,
     expand_tags,
     validate_filters,
 )
@@ -239,8 +240,7 @@ class SearchEngine:
             raise FilterError(f"k must be at least 1, got {k}")
         self.refresh()
         filters = validate_filters(filters or SearchFilters(), self.vocabulary())
-        if not query.strip():
-            raise FilterError("the query is empty")
+        check_query(query)
         depth = max(settings.candidates, k)
         self.fulltext.reload()
         lists: list[RankedList] = []

@@ -6,9 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from rag_serving.errors import FilterError
+from rag_serving.errors import FilterError, QueryError
 from rag_serving.index.store import sql_in, sql_string
 from rag_serving.suggest import did_you_mean
+
+# Longest query accepted, in characters. The embedder reads only the first ~1,000
+# characters (256 tokens) and BM25 gains nothing from a pasted page, while a 1 MB
+# query cost 12 s and 2.8 GB; 4,000 characters bound a query to ~2,000 terms.
+MAX_QUERY_CHARS = 4_000
 
 # Other names people use for a file type (``--type markdown`` is ``md``).
 TYPE_ALIASES = {
@@ -52,7 +57,7 @@ class SearchFilters:
         return SearchFilters(
             sources=tuple(self.sources),
             kinds=tuple(self.kinds),
-            path_prefix=(self.path_prefix or "").lstrip("./") or None,
+            path_prefix=normalize_path_prefix(self.path_prefix),
             tags=tuple(t.lstrip("#").lower() for t in self.tags),
             after=_utc(self.after),
             before=_utc(self.before),
@@ -126,6 +131,40 @@ def validate_filters(filters: SearchFilters, vocabulary: IndexVocabulary) -> Sea
     return filters
 
 
+def check_query(query: str) -> None:
+    """Fail with a one-line ``QueryError`` when ``query`` is empty or over the limit."""
+    if len(query) > MAX_QUERY_CHARS:
+        raise QueryError(
+            f"the query is {len(query):,} characters long; the limit is {MAX_QUERY_CHARS:,} "
+            "(search with key words or a short passage)"
+        )
+    # Only whitespace, control or format characters (NUL, RTL marks) is no query either.
+    if not any(c.isprintable() and not c.isspace() for c in query):
+        raise QueryError("the query is empty")
+
+
+def normalize_path_prefix(value: str | None) -> str | None:
+    """A path filter as a prefix of source-relative POSIX paths (None: no filter).
+
+    Windows separators become ``/``; leading ``/`` and ``./`` and trailing ``*``
+    are dropped (a prefix already matches everything below it); ``..`` is refused.
+    A name that starts with a dot (``.hidden``) is kept as it is. Idempotent.
+    """
+    if not value:
+        return None
+    text = value.replace("\\", "/").rstrip("*")
+    parts = text.split("/")
+    if ".." in parts:
+        raise FilterError(
+            f"path filter {value!r} goes above the source's root; give a path inside "
+            "the source, such as 'projects/'"
+        )
+    kept = [p for p in parts if p not in ("", ".")]
+    if not kept:
+        return None
+    return "/".join(kept) + ("/" if text.endswith("/") else "")
+
+
 def parse_date(value: str, option: str) -> datetime:
     """Parse an ISO date or datetime given on the command line or to a tool."""
     try:
@@ -134,7 +173,12 @@ def parse_date(value: str, option: str) -> datetime:
         raise FilterError(
             f"{option} {value!r} is not a date; use YYYY-MM-DD or an ISO 8601 datetime"
         ) from exc
-    return _utc(parsed) or parsed
+    try:
+        return _utc(parsed) or parsed
+    except FilterError:
+        raise FilterError(
+            f"{option} {value!r} is out of range in UTC; use a date from 0001-01-02 to 9999-12-30"
+        ) from None
 
 
 def expand_tags(tags: list[str]) -> list[str]:
@@ -152,8 +196,19 @@ def expand_tags(tags: list[str]) -> list[str]:
 def _utc(value: datetime | None) -> datetime | None:
     if value is None:
         return None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:00-05:00 is past the last datetime in UTC
+        raise FilterError(
+            f"date {value.isoformat()} is out of range in UTC; "
+            "use a date from 0001-01-02 to 9999-12-30"
+        ) from None
 
 
 def _sql_timestamp(value: datetime) -> str:
-    return f"arrow_cast({sql_string(value.strftime('%Y-%m-%dT%H:%M:%S.%f'))}, 'Timestamp(Microsecond, Some(\"UTC\"))')"
+    # isoformat pads years to four digits (strftime("%Y") writes year 1 as "1",
+    # which Arrow rejects).
+    stamp = value.replace(tzinfo=None).isoformat(timespec="microseconds")
+    return f"arrow_cast({sql_string(stamp)}, 'Timestamp(Microsecond, Some(\"UTC\"))')"
