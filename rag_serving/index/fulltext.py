@@ -18,6 +18,7 @@ from typing import Any
 
 import tantivy
 
+from rag_serving.errors import QueryError
 from rag_serving.search.filters import SearchFilters
 
 # Query fields and boosts, measured with `ragline eval` on Cranfield (BM25 nDCG@10:
@@ -29,7 +30,7 @@ DEFAULT_FIELDS = ["title", "text", "path_text", "tags_text", "aliases"]
 FIELD_BOOSTS = {"path_text": 0.5, "aliases": 0.5}
 _WRITER_HEAP = 64_000_000
 _WORD = re.compile(r"\w+")
-_FIELD_PREFIX = re.compile(r"(?<![\w\\])([A-Za-z_][\w.]*):")
+_FIELD_PREFIX = re.compile(r"(?<![\w\\])([A-Za-z_][\w.]*):(\*?)")
 
 
 def _build_schema() -> tantivy.Schema:
@@ -57,6 +58,8 @@ FIELDS = {
     "chunk_id", "doc_id", "source", "kind", "path", "path_text", "title", "aliases",
     "heading", "tags", "tags_text", "text", "modified", "row_hash", "facets",
 }  # fmt: skip
+# Fields on which ``field:*`` ("has a value") can run: Tantivy needs a fast field.
+FAST_FIELDS = {"modified"}
 
 
 @dataclass(frozen=True)
@@ -98,11 +101,15 @@ def _plain(data: bytes, *markers: str) -> str:
 def sanitize_query(text: str) -> str:
     """Keep Tantivy query syntax users mean (quotes, +/-, AND/OR) but neutralise
     ``word:`` where ``word`` is not one of our fields, so "error: foo" or a URL
-    searches for its words instead of matching nothing."""
+    searches for its words instead of matching nothing. ``field:*`` on a field
+    that is not fast (every text field) is searched as the word ``field``: Tantivy
+    would fail with "Field … is not a fast field"."""
 
     def replace(match: re.Match[str]) -> str:
-        name = match.group(1)
-        return match.group(0) if name in FIELDS else f"{name} "
+        name, star = match.group(1), match.group(2)
+        if name in FIELDS and (not star or name in FAST_FIELDS):
+            return match.group(0)
+        return f"{name} "
 
     return _FIELD_PREFIX.sub(replace, text)
 
@@ -143,27 +150,56 @@ class FulltextIndex:
 
     def search(self, text: str, filters: SearchFilters, limit: int) -> list[Bm25Hit]:
         """BM25 hits for the user's ``text`` within ``filters``, best first."""
-        query = self._user_query(text)
-        if query is None:
-            return []
-        query = self._with_filters(query, filters)
         searcher = self.index.searcher()
-        result = searcher.search(query, limit=limit, count=False)
+        try:
+            result = self._search(searcher, self._user_query(text), filters, limit)
+        except ValueError:
+            # Syntax the parser accepted but the searcher refuses: search the words.
+            try:
+                result = self._search(searcher, self._words_query(text), filters, limit)
+            except ValueError as exc:
+                raise _query_error(text, exc) from None
+        if result is None:
+            return []
         hits = []
         for score, address in result.hits:
             doc = searcher.doc(address)
             hits.append(Bm25Hit(doc["chunk_id"][0], float(score)))
         return hits
 
+    def _search(
+        self,
+        searcher: tantivy.Searcher,
+        query: tantivy.Query | None,
+        filters: SearchFilters,
+        limit: int,
+    ) -> tantivy.SearchResult | None:
+        if query is None:
+            return None
+        return searcher.search(self._with_filters(query, filters), limit=limit, count=False)
+
     def highlights(
         self, text: str, chunk_ids: Iterable[str], max_chars: int = 220
     ) -> dict[str, Highlighted]:
         """Snippets of ``chunk_ids`` with the terms of ``text`` highlighted."""
         ids = list(dict.fromkeys(chunk_ids))
-        query = self._user_query(text)
-        if not ids or query is None:
+        if not ids:
             return {}
         searcher = self.index.searcher()
+        try:
+            return self._highlights(searcher, self._user_query(text), ids, max_chars)
+        except ValueError:
+            try:
+                return self._highlights(searcher, self._words_query(text), ids, max_chars)
+            except ValueError:
+                return {}  # snippets then fall back to the chunk's first line
+
+    @staticmethod
+    def _highlights(
+        searcher: tantivy.Searcher, query: tantivy.Query | None, ids: list[str], max_chars: int
+    ) -> dict[str, Highlighted]:
+        if query is None:
+            return {}
         generator = tantivy.SnippetGenerator.create(searcher, query, SCHEMA, "text")
         generator.set_max_num_chars(max_chars)
         id_query = tantivy.Query.term_set_query(SCHEMA, "chunk_id", ids)
@@ -186,12 +222,17 @@ class FulltextIndex:
         if errors:
             # Syntax the parser could not honour (an unbalanced quote, a lone
             # operator): search the words themselves rather than a partial query.
-            words = " ".join(_WORD.findall(text))
-            if not words:
-                return None
-            query, _ = self.index.parse_query_lenient(
-                words, default_field_names=DEFAULT_FIELDS, field_boosts=FIELD_BOOSTS
-            )
+            return self._words_query(text)
+        return query
+
+    def _words_query(self, text: str) -> tantivy.Query | None:
+        """``text``'s words alone, every piece of query syntax dropped."""
+        words = " ".join(_WORD.findall(text))
+        if not words:
+            return None
+        query, _ = self.index.parse_query_lenient(
+            words, default_field_names=DEFAULT_FIELDS, field_boosts=FIELD_BOOSTS
+        )
         return query
 
     @staticmethod
@@ -337,3 +378,9 @@ def _epoch(value: datetime | None) -> int | None:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return int(value.timestamp())
+
+
+def _query_error(text: str, exc: ValueError) -> QueryError:
+    reason = " ".join(str(exc).split())[:160]
+    shown = text if len(text) <= 60 else text[:57] + "..."
+    return QueryError(f"the full-text index cannot run the query {shown!r} ({reason}); rephrase it")
