@@ -1,6 +1,9 @@
 """Parse one Markdown / Obsidian note: frontmatter, tags, links, body.
 
-YAML goes through ``yaml.safe_load``; code blocks (fenced and indented) are found
+YAML goes through a ``yaml.SafeLoader`` that also refuses aliases (a few hundred
+bytes of nested aliases expand to gigabytes), deep nesting and oversized blocks,
+and keeps a value it cannot construct (``2024-13-45``) as text with a warning;
+code blocks (fenced and indented) are found
 with markdown-it-py so that tags and links inside code are ignored. Obsidian's own
 syntax (``[[wikilinks]]``, ``![[embeds]]``, ``#tags``) has no parser library, so it
 is matched with regular expressions on a copy of the body in which code, comments
@@ -9,8 +12,9 @@ and HTML are blanked out (same length, newlines kept, so offsets map to lines).
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from functools import lru_cache
@@ -45,6 +49,13 @@ __all__ = [
 ]
 
 BINARY_SNIFF_BYTES = 8192
+# Frontmatter limits: over any of them the metadata is ignored with a warning and the
+# body is still indexed. Obsidian's properties are a few hundred bytes; 100,000
+# characters parse in well under a second.
+MAX_FRONTMATTER_CHARS = 100_000
+MAX_FRONTMATTER_DEPTH = 32
+MAX_FRONTMATTER_JSON_CHARS = 200_000
+_MAX_VALUE_WARNINGS = 5
 
 _CREATED_KEYS = ("created", "date", "created_at", "date created")
 _UPDATED_KEYS = ("updated", "modified", "last_modified", "updated_at", "date modified")
@@ -123,6 +134,126 @@ def _decode(data: bytes) -> str:
 
 
 _FENCE_LINE = re.compile(r"---[ \t]*")
+_INT64 = range(-(2**63), 2**63)
+
+
+class _Refused(yaml.MarkedYAMLError):
+    """YAML that is valid but not accepted in frontmatter (an alias, deep nesting)."""
+
+
+class _InvalidScalar(str):
+    """A scalar YAML resolved to a type it cannot be (``2024-13-45``), kept as its
+    text; ``reason`` says what is wrong."""
+
+    kind: str
+    reason: str
+
+
+_SCALAR_KINDS = {
+    "timestamp": "date",
+    "int": "integer",
+    "float": "number",
+    "bool": "boolean",
+    "binary": "base64 value",
+}
+
+
+class _FrontmatterLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` (no Python tags) without aliases or deep nesting."""
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise _Refused(
+                problem=f"aliases (*{event.anchor}) are not allowed",
+                problem_mark=event.start_mark,
+            )
+        if not self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent):
+            return super().compose_node(parent, index)
+        if self._depth >= MAX_FRONTMATTER_DEPTH:
+            raise _Refused(
+                problem=f"nested deeper than {MAX_FRONTMATTER_DEPTH} levels",
+                problem_mark=self.peek_event().start_mark,
+            )
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _lenient(tag: str) -> None:
+    """Make the constructor of ``tag`` keep a value it cannot construct as text."""
+    strict = yaml.SafeLoader.yaml_constructors[f"tag:yaml.org,2002:{tag}"]
+
+    def construct(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+        try:
+            value = strict(loader, node)
+        except (ValueError, OverflowError) as exc:
+            return _invalid(node.value, tag, _reason(str(exc), len(node.value)))
+        except (TypeError, KeyError, AttributeError, yaml.constructor.ConstructorError):
+            # An explicit tag on text of another shape (``!!timestamp soon``).
+            return _invalid(node.value, tag, "not written as one")
+        # Integers past 64 bits stay text: JSON readers and Arrow cannot hold them.
+        if isinstance(value, int) and not isinstance(value, bool) and value not in _INT64:
+            return str(node.value)
+        return value
+
+    _FrontmatterLoader.add_constructor(f"tag:yaml.org,2002:{tag}", construct)
+
+
+def _reason(message: str, length: int) -> str:
+    if "integer string conversion" in message:  # Python's 4,300-digit guard
+        return f"{length:,} characters long"
+    return " ".join(message.split())[:100]
+
+
+def _invalid(text: str, tag: str, reason: str) -> _InvalidScalar:
+    value = _InvalidScalar(text)
+    value.kind = _SCALAR_KINDS[tag]
+    value.reason = reason
+    return value
+
+
+for _tag in _SCALAR_KINDS:
+    _lenient(_tag)
+
+
+def _invalid_scalars(value: Any, key: str) -> Iterator[tuple[str, _InvalidScalar]]:
+    """(key path, value) of every ``_InvalidScalar`` in a loaded frontmatter."""
+    if isinstance(value, _InvalidScalar):
+        yield key, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            name = f"{key}.{k}" if key else str(k)
+            if isinstance(k, _InvalidScalar):
+                yield name, k
+            yield from _invalid_scalars(v, name)
+    elif isinstance(value, list | tuple | set | frozenset):
+        for i, v in enumerate(value):
+            yield from _invalid_scalars(v, f"{key}[{i}]")
+
+
+def _warn_invalid_scalars(meta: dict[str, Any], warnings: list[str]) -> None:
+    found = list(_invalid_scalars(meta, ""))
+    for key, value in found[:_MAX_VALUE_WARNINGS]:
+        shown = value if len(value) <= 60 else value[:57] + "..."
+        warnings.append(
+            f"frontmatter {key!r}: {str(shown)!r} is not a valid {value.kind} "
+            f"({value.reason}); kept as text"
+        )
+    if len(found) > _MAX_VALUE_WARNINGS:
+        warnings.append(f"frontmatter: {len(found) - _MAX_VALUE_WARNINGS} more values kept as text")
+
+
+def _load_frontmatter(raw: str) -> Any:
+    loader = _FrontmatterLoader(raw)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def _split_frontmatter(
@@ -142,13 +273,24 @@ def _split_frontmatter(
     raw = "\n".join(lines[1:close])
     body = "\n".join(lines[close + 1 :])
     body_start = close + 2
+    if len(raw) > MAX_FRONTMATTER_CHARS:
+        warnings.append(
+            f"frontmatter is {len(raw):,} characters long (the limit is "
+            f"{MAX_FRONTMATTER_CHARS:,}); metadata ignored, move long text into the body"
+        )
+        return None, body, body_start, raw, 2
     try:
-        meta = yaml.safe_load(raw) if raw.strip() else {}
+        meta = _load_frontmatter(raw) if raw.strip() else {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f" (line {mark.line + 2})" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         warnings.append(f"invalid YAML frontmatter{where}: {problem}; metadata ignored")
+        return None, body, body_start, raw, 2
+    except (RecursionError, MemoryError, ValueError, TypeError) as exc:
+        # Not expected past the loader's limits; still a note's metadata, never its body.
+        reason = " ".join(str(exc).split())[:120] or type(exc).__name__
+        warnings.append(f"YAML frontmatter cannot be read ({reason}); metadata ignored")
         return None, body, body_start, raw, 2
     if meta is None:
         meta = {}
@@ -158,6 +300,7 @@ def _split_frontmatter(
             f"{type(meta).__name__}; metadata ignored"
         )
         return None, body, body_start, raw, 2
+    _warn_invalid_scalars(meta, warnings)
     return meta, body, body_start, raw, 2
 
 
@@ -192,6 +335,8 @@ def _string_list(value: Any, split: bool) -> list[str]:
 
 
 def _to_datetime(key: str, value: Any, warnings: list[str]) -> datetime | None:
+    if isinstance(value, _InvalidScalar):
+        return None  # already reported with its reason
     result: datetime | None = None
     if isinstance(value, datetime):
         result = value
@@ -381,6 +526,13 @@ def parse_markdown(data: bytes, path: str) -> ParsedNote:
     warnings: list[str] = []
     meta, body, body_start_line, raw_yaml, yaml_line = _split_frontmatter(text, warnings)
     frontmatter: dict[str, Any] = json_safe(meta) if meta else {}
+    size = len(json.dumps(frontmatter, ensure_ascii=False)) if frontmatter else 0
+    if size > MAX_FRONTMATTER_JSON_CHARS:
+        warnings.append(
+            f"frontmatter takes {size:,} characters as JSON (the limit is "
+            f"{MAX_FRONTMATTER_JSON_CHARS:,}); metadata ignored, move long text into the body"
+        )
+        meta, frontmatter = None, {}
     if not body.strip() and not frontmatter and not warnings:
         raise NoteSkipped("empty file (only an empty frontmatter block)")
 

@@ -183,8 +183,14 @@ def json_safe(value: Any) -> Any:
         return [json_safe(v) for v in value]
     if isinstance(value, datetime | date | time):
         return value.isoformat()
-    if isinstance(value, bool | int | str) or value is None:
+    if isinstance(value, bool | str) or value is None:
         return value
+    if isinstance(value, int):
+        # Past 64 bits as text: JSON readers and Arrow cannot hold such numbers, and
+        # Python refuses to print one of more than 4,300 digits in decimal.
+        if -(2**63) <= value < 2**63:
+            return value
+        return str(value) if value.bit_length() < 14_000 else hex(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     if isinstance(value, bytes):
