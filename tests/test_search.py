@@ -109,7 +109,11 @@ def test_unknown_source_and_tag_fail_with_close_matches(engine: SearchEngine) ->
 @pytest.mark.parametrize(
     "query",
     ['"unbalanced', "title:", "AND OR NOT", "(((", "a:b:c", "*", "-", "c++ error: foo", "[[Budget#Groceries]]",
-     "\\", "~2", "field:[1 TO", "^", "🍅 tomato"],
+     "\\", "~2", "field:[1 TO", "^", "🍅 tomato",
+     # issue 13: field:* on a field that is not fast, syntax the searcher refuses, odd text
+     "title:*", "text:*", "tags:*", "(title:*)", "//:*", "NOT?modified:*", "facets: * x",
+     "title:[a TO b]", "modified:abc", "text:/(.*a){30}/", "*:*", "tomato\x00soup",
+     "\u202eשלום", "q " * 1999],
 )  # fmt: skip
 @pytest.mark.parametrize("mode", ["bm25", "hybrid"])
 def test_query_syntax_never_crashes(engine: SearchEngine, query: str, mode: str) -> None:
