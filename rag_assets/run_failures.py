@@ -10,6 +10,7 @@ import pyarrow as pa
 from dagster import HookContext, failure_hook
 
 from rag_assets.stages.result import utcnow
+from rag_serving.errors import RaglineError
 from rag_serving.index import schema as schemas
 from rag_serving.index.store import IndexStore
 
@@ -41,13 +42,17 @@ def record_run_failure(
 
 
 def _cause(exc: BaseException | None) -> str:
-    """The innermost exception's text: the user's problem, not Dagster's wrapper."""
-    while exc is not None and (exc.__cause__ is not None or exc.__context__ is not None):
+    """What the user needs to read: the first of our own errors in the chain (its
+    message says what to do), else the innermost exception, not Dagster's wrapper."""
+    chain = []
+    while exc is not None and len(chain) < 20:
+        chain.append(exc)
         exc = exc.__cause__ or exc.__context__
-    if exc is None:
+    if not chain:
         return "the step failed; see the run's logs in the Dagster UI"
-    text = str(exc).strip()
-    return text or type(exc).__name__
+    ours = [e for e in chain if isinstance(e, RaglineError)]
+    chosen = ours[0] if ours else chain[-1]
+    return str(chosen).strip() or type(chosen).__name__
 
 
 @failure_hook(required_resource_keys={"settings"})

@@ -22,6 +22,24 @@ class FileIssue:
 
 
 @dataclass(frozen=True)
+class FailedRun:
+    """The last run of a source that failed after its last completed run."""
+
+    run_id: str
+    step: str | None
+    message: str
+    failed_at: datetime | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "step": self.step,
+            "message": self.message,
+            "failed_at": self.failed_at.isoformat() if self.failed_at else None,
+        }
+
+
+@dataclass(frozen=True)
 class SourceStatus:
     name: str
     kind: str
@@ -35,6 +53,10 @@ class SourceStatus:
     pending: PendingChanges | None = None  # files changed on disk since the last scan
     pending_error: str | None = None
     issues: list[FileIssue] = field(default_factory=list)
+    last_failure: FailedRun | None = None  # newer than the last completed run
+
+    def count(self, severity: str) -> int:
+        return sum(1 for i in self.issues if i.severity == severity)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -47,6 +69,7 @@ class SourceStatus:
             "chunks": self.chunks,
             "last_indexed_at": self.last_indexed_at.isoformat() if self.last_indexed_at else None,
             "last_run_id": self.last_run_id,
+            "last_failure": self.last_failure.as_json() if self.last_failure else None,
             "pending_changes": (
                 {
                     "new": self.pending.new,
@@ -92,6 +115,7 @@ def index_status(config: RaglineConfig, check_pending: bool = True) -> IndexStat
     manifest = read_manifest(layout.manifest_path, missing_ok=True)
     store = IndexStore(config.data_dir) if layout.lancedb_dir.is_dir() else None
     states = {r["source"]: r for r in store.read("source_state").to_pylist()} if store else {}
+    failures = {r["source"]: r for r in store.read("run_failures").to_pylist()} if store else {}
     configured = {s.name: s for s in config.sources}
     names = list(configured) + sorted(n for n in states if n not in configured)
     table = manifest.active.table if manifest.active else None
@@ -109,7 +133,9 @@ def index_status(config: RaglineConfig, check_pending: bool = True) -> IndexStat
                 for r in sorted(rows, key=lambda r: (r["severity"], r["path"]))
             ]
         if check_pending and source_config is not None:
-            pending, pending_error = _pending(store, source_config, scope)
+            pending, pending_error = _pending(
+                store, source_config, scope, state.get("last_indexed_at"), table
+            )
         sources.append(
             SourceStatus(
                 name=name,
@@ -124,6 +150,7 @@ def index_status(config: RaglineConfig, check_pending: bool = True) -> IndexStat
                 pending=pending,
                 pending_error=pending_error,
                 issues=issues,
+                last_failure=_failure_since(failures.get(name), state.get("last_indexed_at")),
             )
         )
     return IndexStatus(
@@ -134,17 +161,53 @@ def index_status(config: RaglineConfig, check_pending: bool = True) -> IndexStat
     )
 
 
+def _failure_since(row: dict[str, Any] | None, completed: datetime | None) -> FailedRun | None:
+    """The recorded failure, unless a run completed after it."""
+    if row is None or (completed and row["failed_at"] and row["failed_at"] <= completed):
+        return None
+    return FailedRun(row["run_id"], row["step"], row["message"], row["failed_at"])
+
+
 def _pending(
-    store: IndexStore | None, source: FileSourceConfig, scope: str
+    store: IndexStore | None,
+    source: FileSourceConfig,
+    scope: str,
+    served_at: datetime | None,
+    table: str | None,
 ) -> tuple[PendingChanges | None, str | None]:
+    """Items whose state on disk is not what search serves: changed since the last
+    scan, or scanned by a run that did not complete (so not yet served)."""
     try:
         stats = list(iter_source_files(source))
     except RaglineError as exc:
         return None, str(exc)
     indexed: dict[str, tuple[int, int]] = {}
-    if store is not None:
-        for row in store.read(
-            "files", where=scope, columns=["path", "size", "mtime_ns"]
-        ).to_pylist():
+    if store is None:
+        return pending_changes(stats, indexed), None
+    served = served_paths(store, table, scope)
+    for row in store.read(
+        "files", where=scope, columns=["path", "size", "mtime_ns", "seen_at"]
+    ).to_pylist():
+        if not scanned_after(row["seen_at"], served_at):
             indexed[row["path"]] = (row["size"], row["mtime_ns"])
+        elif row["path"] in served:
+            indexed[row["path"]] = (-1, -1)  # served, but an older version of it
+        # else: never served yet, so still new
+    for path in served:
+        indexed.setdefault(path, (-1, -1))  # served, gone from a scan that did not complete
     return pending_changes(stats, indexed), None
+
+
+def served_paths(store: IndexStore, table: str | None, scope: str) -> set[str]:
+    """Item keys that have chunks in the served generation."""
+    if table is None or not store.table_exists(table):
+        return set()
+    return set(store.read(table, where=scope, columns=["path"]).column("path").to_pylist())
+
+
+def scanned_after(seen_at: datetime | None, served_at: datetime | None) -> bool:
+    """Whether a scan recorded the item after the last completed run (so search
+    does not serve that version of it yet)."""
+    if served_at is None:
+        return True
+    return seen_at is not None and seen_at > served_at

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
@@ -12,11 +13,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from rag_serving.search.engine import SearchResult
-from rag_serving.status import IndexStatus
+from rag_serving.status import IndexStatus, SourceStatus
 
 console = Console()
 err_console = Console(stderr=True)
 _BOLD = re.compile(r"\*\*(.+?)\*\*")
+STATUS_WIDTH = 80
+MAX_LISTED = 10  # problem items listed per source and severity
 
 
 def print_json(data: Any) -> None:
@@ -28,20 +31,21 @@ def render_search(result: SearchResult, explain: bool) -> None:
     if result.notice:
         err_console.print(f"[yellow]note:[/] {escape(result.notice)}")
     if not result.hits:
-        console.print(f"[yellow]No results for[/] {escape(result.query)!r} ({result.mode}).")
+        console.print(f"[yellow]No results for[/] {_safe(repr(result.query))} ({result.mode}).")
         return
     for hit in result.hits:
         where = f"{hit.source}:{hit.path}"
-        anchor = f" › {escape(hit.anchor)}" if hit.anchor else ""
+        anchor = f" › {_safe(hit.anchor)}" if hit.anchor else ""
         console.print(
-            f"[bold cyan]{hit.rank:>2}.[/] [bold]{escape(hit.title)}[/]{anchor}  "
-            f"[dim]{escape(where)}:{hit.line_start}-{hit.line_end}  score {hit.score:.4f}[/]"
+            f"[bold cyan]{hit.rank:>2}.[/] [bold]{_safe(hit.title)}[/]{anchor}  "
+            f"[dim]{_safe(where)}:{hit.line_start}-{hit.line_end}  score {hit.score:.4f}[/]"
         )
         snippet = _BOLD.sub(
-            lambda m: f"[bold yellow]{escape(m.group(1))}[/]", _escape_keep_bold(hit.snippet)
+            lambda m: f"[bold yellow]{escape(m.group(1))}[/]",
+            _escape_keep_bold(printable(" ".join(hit.snippet.split()))),
         )
         if "=" in hit.location.rpartition("#")[2]:  # a page, slide, sheet or chapter
-            console.print(f"    [dim]at[/] {escape(hit.location)}")
+            console.print(f"    [dim]at[/] {_safe(hit.location)}")
         console.print(f"    {snippet}")
         if hit.stale:
             console.print(f"    [yellow]stale: the file was {hit.stale} after it was indexed[/]")
@@ -59,58 +63,106 @@ def _escape_keep_bold(text: str) -> str:
     return "".join(escape(p) if i % 2 == 0 else f"**{p}**" for i, p in enumerate(pieces))
 
 
-def _pending(s: Any) -> str:
+def printable(text: str) -> str:
+    """``text`` with control and other invisible characters (and undecodable bytes of
+    a file name) written as escapes, so a hostile file name cannot rewrite the
+    terminal."""
+    out = []
+    for char in text:
+        if char.isprintable() or char == " ":
+            out.append(char)
+        elif 0xDC80 <= ord(char) <= 0xDCFF:  # a byte that was not valid UTF-8
+            out.append(f"\\x{ord(char) - 0xDC00:02x}")
+        else:
+            out.append(char.encode("unicode_escape").decode("ascii"))
+    return "".join(out)
+
+
+def _safe(text: str) -> str:
+    return escape(printable(text))
+
+
+def _pending(s: SourceStatus) -> str:
     if s.pending_error:
-        return "[red]unreadable[/]"
+        return "[red]n/a[/]"
     if s.pending is None:
         return "-"
-    if not s.pending.total:
-        return "0"
-    p = s.pending
-    return f"[yellow]{p.total}[/] (+{p.new} ~{p.changed} -{p.deleted})"
+    return f"[yellow]{s.pending.total}[/]" if s.pending.total else "0"
 
 
-def render_status(status: IndexStatus) -> None:
-    console.print(
-        f"[bold]Index[/] {escape(status.data_dir)}  embedder: {status.embedder or 'none yet'}"
-    )
+def _age(moment: datetime | None, now: datetime) -> str:
+    """How long ago, in the largest unit that fits: ``5 min ago``, ``3 d ago``."""
+    if moment is None:
+        return "never"
+    seconds = max(0, int((now - moment).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit} ago"
+    return "just now"
+
+
+def _count(value: int, colour: str) -> str:
+    return f"[{colour}]{value}[/]" if value else "0"
+
+
+def render_status(status: IndexStatus, width: int = STATUS_WIDTH) -> None:
+    """The index, one table row per source (fits ``width`` columns), then what needs
+    attention: failed runs, unreadable sources, pending changes, problem items."""
+    out = Console(width=min(console.width, width)) if console.is_terminal else console
+    out.print(f"[bold]Index[/] {_safe(status.data_dir)}")
+    out.print(f"embedder: {_safe(status.embedder or 'none yet')}")
     if status.building:
-        console.print(
-            f"[yellow]Building vectors for {status.building}; search uses the embedder "
-            "above until every source is done.[/]"
+        out.print(
+            f"[yellow]Building vectors for {_safe(status.building)}; search uses the "
+            "embedder above until every source is done.[/]"
         )
-    table = Table(show_edge=False)
-    columns = (
-        "source",
-        "kind",
-        "files",
-        "documents",
-        "chunks",
-        "last indexed",
-        "pending",
-        "errors",
-        "skipped",
-    )
-    for column in columns:
-        table.add_column(column)
+    now = datetime.now(UTC)
+    table = Table(box=None, pad_edge=False, padding=(0, 1), collapse_padding=True)
+    table.add_column("source", overflow="ellipsis", no_wrap=True, max_width=16)
+    table.add_column("kind", overflow="ellipsis", no_wrap=True, max_width=9)
+    for name in ("docs", "chunks"):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("indexed", no_wrap=True)
+    for name in ("pending", "errors", "skipped", "warns"):
+        table.add_column(name, justify="right", no_wrap=True)
     for s in status.sources:
-        errors = sum(1 for i in s.issues if i.severity == "error")
-        skipped = sum(1 for i in s.issues if i.severity == "skipped")
-        name = s.name if s.configured else f"{s.name} (not configured)"
-        last = s.last_indexed_at.strftime("%Y-%m-%d %H:%M UTC") if s.last_indexed_at else "never"
+        name = s.name if s.configured else f"{s.name} (gone)"
+        indexed = _age(s.last_indexed_at, now)
+        if s.last_failure is not None:
+            indexed = "[red]FAILED[/]"
         table.add_row(
-            escape(name), s.kind, str(s.files), str(s.documents), str(s.chunks), last,
-            _pending(s), f"[red]{errors}[/]" if errors else "0", str(skipped),
+            _safe(name), s.kind, str(s.documents), str(s.chunks), indexed, _pending(s),
+            _count(s.count("error"), "red"), _count(s.count("skipped"), "yellow"),
+            _count(s.count("warning"), "yellow"),
         )  # fmt: skip
-    console.print(table)
+    out.print(table)
     for s in status.sources:
-        if s.pending_error:
-            console.print(f"  [red]unreadable[/] {escape(s.name)}: {escape(s.pending_error)}")
-        for issue in s.issues:
-            if issue.severity == "warning":
-                continue
-            colour = {"error": "red", "pending": "cyan"}.get(issue.severity, "yellow")
-            console.print(
-                f"  [{colour}]{issue.severity}[/] {escape(s.name)}:{escape(issue.path)}: "
-                f"{escape(issue.message)}"
+        _render_attention(out, s, now)
+
+
+def _render_attention(out: Console, s: SourceStatus, now: datetime) -> None:
+    name = _safe(s.name)
+    if s.last_failure is not None:
+        failure = s.last_failure
+        step = f" in {failure.step}" if failure.step else ""
+        out.print(
+            f"[red]failed[/] {name}: the last run ({_age(failure.failed_at, now)}){step}: "
+            f"{_safe(failure.message)}"
+        )
+    if s.pending_error:
+        out.print(f"[red]unavailable[/] {name}: {_safe(s.pending_error)}")
+    elif s.pending is not None and s.pending.total:
+        p = s.pending
+        out.print(
+            f"[yellow]pending[/] {name}: {p.new} new, {p.changed} changed, {p.deleted} deleted "
+            "since the last completed run"
+        )
+    for severity, colour in (("error", "red"), ("skipped", "yellow"), ("pending", "cyan")):
+        issues = [i for i in s.issues if i.severity == severity]
+        for issue in issues[:MAX_LISTED]:
+            out.print(f"[{colour}]{severity}[/] {name}:{_safe(issue.path)}: {_safe(issue.message)}")
+        if len(issues) > MAX_LISTED:
+            out.print(
+                f"[{colour}]{severity}[/] {name}: … and {len(issues) - MAX_LISTED} more "
+                "(`ragline status --json` lists them all)"
             )

@@ -5,14 +5,23 @@ files: ``stat()`` only; nothing is read or hashed here: a sensor tick must stay 
 below Dagster's 60 s limit) and compares it, plus the indexing settings, with the
 cursor. A source whose last run queued costly work (OCR) leaves a marker file; its
 modification time, also in the cursor, asks once for a deferred pass.
+
+The cursor moves when a run is requested, so a run that fails would leave its
+changes unindexed until the next change. While a source's latest run has failed,
+the sensor requests it again, waiting 1, 2, 4 … minutes (at most an hour) after
+each failure; a successful run, or a new change, ends the retries.
 """
 
 import hashlib
 import json
+import time
 
 from dagster import (
+    DagsterInstance,
+    DagsterRunStatus,
     DefaultSensorStatus,
     RunRequest,
+    RunsFilter,
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
@@ -20,16 +29,20 @@ from dagster import (
 )
 
 from rag_assets.assets.indexing import PASS_TAG
-from rag_assets.jobs import index_source_job
+from rag_assets.jobs import INDEX_JOB_NAME, index_source_job
 from rag_assets.partitions import SOURCES_PARTITIONS_NAME
 from rag_assets.recovery import reap_dead_runs
 from rag_assets.resources import RaglineConfigResource
+from rag_assets.run_failures import record_run_failure
 from rag_assets.sources import source_kind
 from rag_serving.config import RaglineConfig
 from rag_serving.errors import RaglineError
 from rag_serving.index.layout import IndexLayout
 
 LAUNCHED_BY_TAG = "ragline/launched_by"
+PARTITION_TAG = "dagster/partition"
+RETRY_BASE_S = 60
+RETRY_MAX_S = 3600
 
 
 def settings_fingerprint(config: RaglineConfig) -> str:
@@ -53,9 +66,10 @@ def build_source_changes_sensor(interval_s: int):
         context: SensorEvaluationContext, settings: RaglineConfigResource
     ) -> SensorResult | SkipReason:
         reaped = reap_dead_runs(context.instance)
+        config = settings.load()
         if reaped:
             context.log.warning(f"marked runs whose process died as failed: {reaped}")
-        config = settings.load()
+            record_dead_runs(context.instance, config, reaped)
         previous: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
         partitions = set(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
         extra = settings_fingerprint(config)
@@ -100,12 +114,58 @@ def build_source_changes_sensor(interval_s: int):
                         tags={LAUNCHED_BY_TAG: "sensor"},
                     )
                 )
+                continue
+            retry_key = f"{source.name}:retries"
+            retries = int(previous.get(retry_key, "0"))
+            due_in = retry_due_in(context.instance, source.name, retries)
+            if due_in is None:
+                continue  # the latest run did not fail: nothing to retry
+            cursor[retry_key] = str(retries)
+            if due_in > 0:
+                notes.append(
+                    f"{source.name}: its last run failed; retrying in {due_in // 60 + 1} min"
+                )
+                continue
+            cursor[retry_key] = str(retries + 1)
+            requests.append(
+                RunRequest(
+                    partition_key=source.name,
+                    run_key=f"{source.name}:{fingerprint}:retry{retries + 1}",
+                    tags={LAUNCHED_BY_TAG: "sensor-retry"},
+                )
+            )
         new_cursor = json.dumps(cursor, sort_keys=True, separators=(",", ":"))
         if requests:
             return SensorResult(run_requests=requests, cursor=new_cursor)
-        reason = f"no changes in {len(cursor)} source(s)"
+        reason = f"no changes in {len(config.sources)} source(s)"
         if notes:
             reason += "; " + "; ".join(notes)
         return SensorResult(skip_reason=SkipReason(reason), cursor=new_cursor)
 
     return source_changes
+
+
+def record_dead_runs(instance: DagsterInstance, config: RaglineConfig, run_ids: list[str]) -> None:
+    """Record the reaped runs as their sources' last failures (for `ragline status`)."""
+    for run_id in run_ids:
+        run = instance.get_run_by_id(run_id)
+        source = run.tags.get(PARTITION_TAG) if run else None
+        if source:
+            record_run_failure(
+                config.data_dir, source, run_id, None,
+                "the process running this run died (killed or crashed); it will be retried",
+            )  # fmt: skip
+
+
+def retry_due_in(instance: DagsterInstance, source: str, retries: int) -> int | None:
+    """Seconds until the failed latest run of ``source`` should be retried (0: now),
+    or None when its latest indexing run did not fail."""
+    records = instance.get_run_records(
+        RunsFilter(job_name=INDEX_JOB_NAME, tags={PARTITION_TAG: source}), limit=1
+    )
+    if not records or records[0].dagster_run.status != DagsterRunStatus.FAILURE:
+        return None
+    record = records[0]
+    ended = record.end_time or record.update_timestamp.timestamp()
+    wait = min(RETRY_BASE_S * 2**retries, RETRY_MAX_S)
+    return max(0, int(ended + wait - time.time()))

@@ -39,6 +39,7 @@ from rag_serving.search.fusion import (
     single_list,
     zscore_fusion,
 )
+from rag_serving.status import scanned_after
 
 Mode = Literal["hybrid", "bm25", "vector"]
 MODES: tuple[Mode, ...] = ("hybrid", "bm25", "vector")
@@ -351,36 +352,60 @@ class SearchEngine:
         return hits
 
     def staleness(self, rows: list[dict[str, Any]]) -> dict[str, str | None]:
-        """Per document: "modified" or "deleted" when the file changed or vanished
-        since it was indexed, None when it is as indexed (one stat per document)."""
+        """Per document: "modified" or "deleted" when what search serves is not the
+        item as it is now — changed or gone on disk (one stat per document), or
+        rescanned or removed by a run that has not completed — else None."""
         doc_ids = list({row["doc_id"] for row in rows})
         recorded = {
             r["doc_id"]: r
             for r in self.store.read(
-                "files", where=sql_in("doc_id", doc_ids), columns=["doc_id", "size", "mtime_ns"]
+                "files",
+                where=sql_in("doc_id", doc_ids),
+                columns=["doc_id", "size", "mtime_ns", "seen_at"],
+            ).to_pylist()
+        }
+        sources = list({row["source"] for row in rows})
+        served_at = {
+            r["source"]: r["last_indexed_at"]
+            for r in self.store.read(
+                "source_state",
+                where=sql_in("source", sources),
+                columns=["source", "last_indexed_at"],
             ).to_pylist()
         }
         roots = {s.name: Path(s.path) for s in self.config.sources}
         out: dict[str, str | None] = {}
         for row in rows:
-            root = roots.get(row["source"])
-            seen = recorded.get(row["doc_id"])
-            # Only items that are files (with a recorded mtime) can be checked by a stat;
-            # a message inside an mbox or a feed entry cannot.
-            if root is None or seen is None or seen["mtime_ns"] is None:
-                out[row["doc_id"]] = None
-                continue
-            try:
-                st = (root / row["path"]).stat()
-            except FileNotFoundError:
-                out[row["doc_id"]] = "deleted"
-                continue
-            except OSError:
-                out[row["doc_id"]] = None
-                continue
-            changed = (st.st_size, st.st_mtime_ns) != (seen["size"], seen["mtime_ns"])
-            out[row["doc_id"]] = "modified" if changed else None
+            out[row["doc_id"]] = self._stale(row, roots, recorded, served_at)
         return out
+
+    @staticmethod
+    def _stale(
+        row: dict[str, Any],
+        roots: dict[str, Path],
+        recorded: dict[str, dict[str, Any]],
+        served_at: dict[str, Any],
+    ) -> str | None:
+        root = roots.get(row["source"])
+        if root is None:
+            return None  # a source no longer configured: nothing to compare with
+        seen = recorded.get(row["doc_id"])
+        if seen is None:
+            return "deleted"  # a scan dropped it; the run that would unserve it did not finish
+        if row["source"] in served_at and scanned_after(seen["seen_at"], served_at[row["source"]]):
+            return "modified"
+        # Only items that are files (with a recorded mtime) can be checked by a stat;
+        # a message inside an mbox or a feed entry cannot.
+        if seen["mtime_ns"] is None:
+            return None
+        try:
+            st = (root / row["path"]).stat()
+        except FileNotFoundError:
+            return "deleted"
+        except OSError:
+            return None
+        changed = (st.st_size, st.st_mtime_ns) != (seen["size"], seen["mtime_ns"])
+        return "modified" if changed else None
 
 
 def embedder_config_for(
