@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-from dagster import MetadataValue
+from dagster import MetadataValue, TableColumn, TableMetadataValue, TableRecord, TableSchema
 
 from rag_serving.embedders.base import EmbedderFingerprint
 from rag_serving.index.fulltext import FulltextIndex
@@ -20,6 +20,84 @@ VECTORS_HAVE_RECORDED_DIMENSION = "vectors_have_recorded_dimension"
 ONE_EMBEDDER_FINGERPRINT = "one_embedder_fingerprint"
 ITEMS_INDEXED = "items_indexed"
 MAX_LISTED_ITEMS = 20
+# The UI shows Markdown metadata inline only below 1,000 characters ("[Show Markdown]"
+# hides longer values behind a click).
+INLINE_MARKDOWN_CHARS = 990
+MESSAGE_CHARS = 160
+
+# What each check verifies, as the UI shows it next to the check.
+DESCRIPTIONS = {
+    TANTIVY_MATCHES_LANCEDB: "The source's Tantivy (BM25) index holds exactly its LanceDB chunks, "
+    "with equal row hashes. Blocking: a mismatch fails the run.",
+    CHUNKS_HAVE_DOCUMENTS: "Every chunk of the source belongs to a document that exists. "
+    "Blocking: an orphan fails the run.",
+    VECTORS_HAVE_RECORDED_DIMENSION: "Every vector of the source has the dimension recorded for "
+    "its embedder generation, none missing. Blocking.",
+    ONE_EMBEDDER_FINGERPRINT: "The index records one active embedder (at most one more being "
+    "built), and the vectors just written belong to it. Blocking.",
+    ITEMS_INDEXED: "Every item (file) of the source is indexed. Warns, without failing the run, "
+    "while items failed, were skipped or wait for a deferred pass (OCR), and lists them "
+    "(path, severity, reason); evaluated on every run from the source's recorded problems, "
+    "so it shows the current problems, not only those found by the last run.",
+}
+
+# Characters that Markdown (and the UI's HTML sanitiser) would interpret in table cells.
+_MARKDOWN_ESCAPES = {
+    "\\": "\\\\", "|": "\\|", "`": "\\`", "*": "\\*", "_": "\\_", "[": "\\[", "]": "\\]",
+    "#": "\\#", "~": "\\~", "!": "\\!", "$": "\\$", "<": "&lt;", ">": "&gt;", "&": "&amp;",
+}  # fmt: skip
+
+
+def markdown_text(text: str, limit: int = MESSAGE_CHARS) -> str:
+    """``text`` as literal Markdown table-cell text: one line, at most ``limit``
+    characters, every Markdown or HTML character escaped."""
+    flat = " ".join(text.split())
+    if len(flat) > limit:
+        flat = flat[: limit - 1] + "…"
+    return "".join(
+        _MARKDOWN_ESCAPES.get(c, c) if c.isprintable() else c.encode("unicode_escape").decode()
+        for c in flat
+    )
+
+
+def markdown_code(text: str) -> str:
+    """``text`` as a Markdown code span (a path): literal inside, ``|`` escaped for the
+    table, a fence longer than any run of backticks in it."""
+    flat = _printable(text).replace("|", "\\|")
+    longest = max((len(run) for run in _backtick_runs(flat)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
+
+
+def _backtick_runs(text: str) -> list[str]:
+    runs, current = [], ""
+    for c in text:
+        if c == "`":
+            current += c
+        elif current:
+            runs.append(current)
+            current = ""
+    return [*runs, current] if current else runs
+
+
+def problems_table(rows: list[tuple[str, str, str]], total: int | None = None) -> str:
+    """A Markdown table of (item, severity, reason) rows, cut to stay short enough for
+    the UI to show it inline; the last line says how many rows were left out."""
+    total = len(rows) if total is None else total
+    lines = ["| item | severity | reason |", "|---|---|---|"]
+    size = sum(len(line) + 1 for line in lines)
+    shown = 0
+    for path, severity, message in rows:
+        line = f"| {markdown_code(path)} | {severity} | {markdown_text(message)} |"
+        if shown and size + len(line) + 60 > INLINE_MARKDOWN_CHARS:
+            break
+        lines.append(line)
+        size += len(line) + 1
+        shown += 1
+    if total > shown:
+        lines.append(f"| … | | {total - shown} more: `ragline status` lists them all |")
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -120,31 +198,66 @@ def one_embedder_fingerprint(store: IndexStore, fingerprint: EmbedderFingerprint
     )
 
 
+def items_indexed_schema() -> TableSchema:
+    return TableSchema(
+        columns=[
+            TableColumn("item", "string", description="path inside the source"),
+            TableColumn("severity", "string", description="error, skipped or pending"),
+            TableColumn("reason", "string"),
+        ]
+    )
+
+
+def items_table(rows: list[dict[str, Any]], total: int) -> TableMetadataValue:
+    """The items of ``rows`` (path, severity, message) as a table; a last row says how
+    many more there are."""
+    records = [
+        TableRecord({"item": _printable(r["path"]), "severity": r["severity"],
+                     "reason": " ".join(r["message"].split())[:MESSAGE_CHARS * 2]})
+        for r in rows
+    ]  # fmt: skip
+    if total > len(rows):
+        records.append(
+            TableRecord({"item": "…", "severity": "",
+                         "reason": f"{total - len(rows)} more: `ragline status` lists them all"})
+        )  # fmt: skip
+    return MetadataValue.table(records, schema=items_indexed_schema())
+
+
+def _printable(text: str) -> str:
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
 def items_indexed(store: IndexStore, source: str) -> CheckOutcome:
     """Every item of the source was indexed: fails (as a warning, never blocking) while
-    some item is broken, skipped or waiting for deferred work, and lists them."""
+    some item is broken, skipped or waiting for deferred work, and lists them.
+
+    Read from ``file_issues``, which holds the source's current problems (a problem
+    stays until its item is fixed or removed), so the result does not depend on what
+    the last run happened to parse."""
     scope = f"source = {sql_string(source)}"
     rows = store.read("file_issues", where=scope, columns=["path", "severity", "message"])
     problems = [r for r in rows.to_pylist() if r["severity"] != "warning"]
     counts = {s: sum(1 for r in problems if r["severity"] == s) for s in ("error", "skipped")}
     counts["pending"] = sum(1 for r in problems if r["severity"] == "pending")
-    listed = sorted(problems, key=lambda r: (r["severity"], r["path"]))[:MAX_LISTED_ITEMS]
-    table = "\n".join(
-        ["| item | severity | reason |", "|---|---|---|"]
-        + [
-            f"| `{r['path']}` | {r['severity']} | {r['message'].replace('|', '/')} |"
-            for r in listed
-        ]
-    )
-    metadata: dict[str, Any] = dict(counts)
+    order = {"error": 0, "skipped": 1, "pending": 2}
+    listed = sorted(problems, key=lambda r: (order.get(r["severity"], 3), r["path"]))
+    metadata: dict[str, Any] = {"failed": counts["error"], "skipped": counts["skipped"],
+                                "pending": counts["pending"]}  # fmt: skip
     if problems:
-        metadata["items"] = MetadataValue.md(table)
-    return CheckOutcome(
-        ITEMS_INDEXED,
-        not problems,
-        "every item is indexed"
-        if not problems
-        else f"{counts['error']} failed, {counts['skipped']} skipped, "
-        f"{counts['pending']} waiting for OCR or other deferred work",
-        metadata,
-    )
+        # A table value, not Markdown: the UI shows it inline on the check (Markdown
+        # waits behind "[Show Markdown]" there) and renders every character literally.
+        metadata["items"] = items_table(listed[:MAX_LISTED_ITEMS], len(problems))
+    if not problems:
+        description = "every item is indexed"
+    else:
+        parts = [f"{counts['error']} failed", f"{counts['skipped']} skipped"]
+        if counts["pending"]:
+            parts.append(f"{counts['pending']} waiting for OCR or other deferred work")
+        first = listed[0]
+        description = (
+            f"{', '.join(parts)}: {first['path']} ({first['severity']}: "
+            f"{' '.join(first['message'].split())[:120]})"
+            + (f" and {len(problems) - 1} more" if len(problems) > 1 else "")
+        )
+    return CheckOutcome(ITEMS_INDEXED, not problems, description, metadata)

@@ -32,8 +32,10 @@ index_source_job = define_asset_job(
 def maintain_index_op(context: OpExecutionContext, settings: RaglineConfigResource) -> None:
     """Run index maintenance in the writer pool."""
     from rag_assets.stages.maintenance import maintain_index
+    from rag_assets.writer_turn import wait_for_writer_turn
     from rag_serving.index.store import IndexStore
 
+    wait_for_writer_turn(context.instance, context.run_id, WRITER_POOL, context.log)
     config = settings.load()
     report = maintain_index(IndexStore(config.data_dir), config.freshness.keep_versions_hours)
     context.log.info(f"maintenance: {report}")

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from dagster import (
+    AssetMaterialization,
     DagsterInstance,
     SensorResult,
     SkipReason,
@@ -59,6 +60,8 @@ def test_partition_sensor_adds_configured_sources(tmp_path: Path, sample_vault: 
     sensor = build_source_partitions_sensor(30)
     with instance_for_test() as instance:
         instance.add_dynamic_partitions("sources", ["old"])
+        # "old" was indexed once (it holds data), so it stays until `sources prune`.
+        instance.report_runless_asset_event(AssetMaterialization("raw_files", partition="old"))
         result = _tick(sensor, instance, config_path)
         assert isinstance(result, SensorResult)
         added = result.dynamic_partitions_requests[0]

@@ -1,12 +1,16 @@
 """The five indexing assets, partitioned by source. Each writes to the index
 through the typed resources and returns counts as metadata."""
 
+import warnings
+
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
+    Failure,
     MaterializeResult,
+    MetadataValue,
     asset,
 )
 
@@ -22,6 +26,9 @@ from rag_assets.stages.embed import embed_source, target_generation
 from rag_assets.stages.fulltext import sync_fulltext
 from rag_assets.stages.parse import parse_source
 from rag_assets.stages.scan import scan_source
+from rag_assets.writer_turn import wait_for_writer_turn
+from rag_serving.config import FileSourceConfig, RaglineConfig
+from rag_serving.errors import ConfigError
 from rag_serving.index.ann import ensure_search_indexes
 
 FULL_REBUILD_TAG = "ragline/full"
@@ -29,6 +36,39 @@ FULL_REBUILD_TAG = "ragline/full"
 PASS_TAG = "ragline/pass"
 WRITER_POOL = "ragline_writer"
 GROUP = "indexing"
+
+
+def _check_spec(name: str, asset: str, blocking: bool = False) -> AssetCheckSpec:
+    """A check evaluated per source: the UI shows each partition's own latest result."""
+    with warnings.catch_warnings():
+        # Partitioned asset checks are a preview feature of Dagster 1.13 (a warning only).
+        warnings.simplefilter("ignore")
+        return AssetCheckSpec(
+            name, asset=asset, blocking=blocking, description=checks.DESCRIPTIONS[name],
+            partitions_def=sources_partitions,
+        )  # fmt: skip
+
+
+def _configured_source(context: AssetExecutionContext, config: RaglineConfig) -> FileSourceConfig:
+    """The source of this run's partition; a partition that names no configured source
+    (added by hand in the UI) fails with one line saying what to do."""
+    name = context.partition_key
+    try:
+        return config.source(name)
+    except ConfigError as exc:
+        raise Failure(
+            description=(
+                f"{exc}: partition {name!r} is not a source in {config.config_path}; add a "
+                f"[[sources]] entry named {name!r}, or leave it: the source_partitions sensor "
+                "removes partitions that no configured source has and that hold no data"
+            ),
+            allow_retries=False,
+        ) from None
+
+
+def _start_step(context: AssetExecutionContext) -> None:
+    """Wait until no writer run that started earlier is still going (see writer_turn)."""
+    wait_for_writer_turn(context.instance, context.run_id, WRITER_POOL, context.log)
 
 
 def _check_result(
@@ -55,6 +95,14 @@ def is_deferred_pass(context: AssetExecutionContext) -> bool:
     return context.run.tags.get(PASS_TAG) == "deferred"
 
 
+def _source_metadata(source: FileSourceConfig) -> dict[str, object]:
+    """What the partition indexes: the source's kind and folder."""
+    return {
+        "source_kind": getattr(source, "kind", "files"),
+        "source_path": MetadataValue.path(str(source.path)),
+    }
+
+
 @asset(partitions_def=sources_partitions, pool=WRITER_POOL, group_name=GROUP, kinds={"lancedb"})
 def raw_files(
     context: AssetExecutionContext, settings: RaglineConfigResource, index_store: IndexStoreResource
@@ -62,26 +110,27 @@ def raw_files(
     """The source's files: path, size, mtime and content hash (unchanged files cost a stat)."""
     # Record which process runs this run, so a killed run can be recognised later.
     context.instance.add_run_tags(context.run_id, process_tags())
-    source = settings.source(context.partition_key)
+    source = _configured_source(context, settings.load())
+    _start_step(context)
     store = index_store.store()
     upgraded = upgrade_index(store)
     if upgraded:
         context.log.info(f"index upgraded in place: {upgraded}")
     result = scan_source(store, source_kind(source), full=is_full_rebuild(context))
-    return materialize_result(result)
+    return materialize_result(result, extra=_source_metadata(source))
 
 
 @asset(
     deps=[raw_files], partitions_def=sources_partitions, pool=WRITER_POOL, group_name=GROUP,
-    kinds={"lancedb"},
-    check_specs=[AssetCheckSpec(checks.ITEMS_INDEXED, asset="parsed_documents")],
+    kinds={"lancedb"}, check_specs=[_check_spec(checks.ITEMS_INDEXED, "parsed_documents")],
 )  # fmt: skip
 def parsed_documents(
     context: AssetExecutionContext, settings: RaglineConfigResource, index_store: IndexStoreResource
 ) -> MaterializeResult:
     """Parsed documents (text with anchored sections, title, tags, links); broken items
     recorded and skipped; costly work (OCR) queued for a deferred pass."""
-    source = settings.source(context.partition_key)
+    source = _configured_source(context, settings.load())
+    _start_step(context)
     store = index_store.store()
     result = parse_source(
         store,
@@ -92,8 +141,12 @@ def parsed_documents(
     )
     for problem in result.problems:
         context.log.warning(f"{source.name}: {problem.path}: {problem.severity}: {problem.message}")
+    # Evaluated on every run from the source's recorded problems, so the check shows the
+    # source's current problems even when this run parsed none of the broken items.
     outcome = checks.items_indexed(store, source.name)
-    return materialize_result(result, [_check_result(outcome, AssetCheckSeverity.WARN)])
+    return materialize_result(
+        result, [_check_result(outcome, AssetCheckSeverity.WARN)], extra=_source_metadata(source)
+    )
 
 
 @asset(
@@ -108,21 +161,22 @@ def chunks(
 ) -> MaterializeResult:
     """Heading-aware chunks sized with the embedder's own tokenizer."""
     config = settings.load()
-    source = config.source(context.partition_key)
+    source = _configured_source(context, config)
+    _start_step(context)
     result = chunk_source(
         index_store.store(), source_kind(source), config.chunking, embedder.embedder(),
         full=is_full_rebuild(context),
     )  # fmt: skip
-    return materialize_result(result)
+    return materialize_result(result, extra=_source_metadata(source))
 
 
 @asset(
     deps=[chunks], partitions_def=sources_partitions, pool=WRITER_POOL, group_name=GROUP,
     kinds={"lancedb"},
     check_specs=[
-        AssetCheckSpec(checks.CHUNKS_HAVE_DOCUMENTS, asset="embeddings", blocking=True),
-        AssetCheckSpec(checks.VECTORS_HAVE_RECORDED_DIMENSION, asset="embeddings", blocking=True),
-        AssetCheckSpec(checks.ONE_EMBEDDER_FINGERPRINT, asset="embeddings", blocking=True),
+        _check_spec(checks.CHUNKS_HAVE_DOCUMENTS, "embeddings", blocking=True),
+        _check_spec(checks.VECTORS_HAVE_RECORDED_DIMENSION, "embeddings", blocking=True),
+        _check_spec(checks.ONE_EMBEDDER_FINGERPRINT, "embeddings", blocking=True),
     ],
 )  # fmt: skip
 def embeddings(
@@ -132,32 +186,38 @@ def embeddings(
     embedder: EmbedderResource,
 ) -> MaterializeResult:
     """Vectors for every chunk, reused by text hash; published to the served table."""
-    source = settings.source(context.partition_key)
+    source = _configured_source(context, settings.load())
+    _start_step(context)
     store, model = index_store.store(), embedder.embedder()
     result = embed_source(store, source, model, full=is_full_rebuild(context))
     generation = target_generation(store, model)
     # Scalar and vector indexes once the table is large enough; never fails the run.
+    # They cover the whole table (every source), so they go to the log, not to this
+    # source's metadata.
     indexes = ensure_search_indexes(store, generation.table)
     if indexes["errors"] != "none":
         context.log.warning(
             f"{generation.table}: an index could not be built ({indexes['errors']}); "
             "search still works without it, only slower"
         )
-    result.extra.update({f"search_index/{k}": v for k, v in indexes.items() if k != "table"})
+    if indexes["actions"] != "none":
+        context.log.info(f"search indexes of all sources: {indexes['actions']}")
+    result.extra.pop("generation", None)
     outcomes = [
         checks.chunks_have_documents(store, generation, source.name),
         checks.vectors_have_recorded_dimension(store, generation, source.name),
         checks.one_embedder_fingerprint(store, model.fingerprint),
     ]
-    return materialize_result(result, [_check_result(o) for o in outcomes])
+    return materialize_result(
+        result, [_check_result(o) for o in outcomes],
+        extra={**_source_metadata(source), "embedder": model.fingerprint.describe()},
+    )  # fmt: skip
 
 
 @asset(
     deps=[embeddings], partitions_def=sources_partitions, pool=WRITER_POOL, group_name=GROUP,
     kinds={"tantivy"},
-    check_specs=[
-        AssetCheckSpec(checks.TANTIVY_MATCHES_LANCEDB, asset="fulltext_index", blocking=True)
-    ],
+    check_specs=[_check_spec(checks.TANTIVY_MATCHES_LANCEDB, "fulltext_index", blocking=True)],
 )  # fmt: skip
 def fulltext_index(
     context: AssetExecutionContext,
@@ -167,9 +227,14 @@ def fulltext_index(
 ) -> MaterializeResult:
     """The Tantivy BM25 index, kept equal to the LanceDB chunks of the source."""
     config = settings.load()
-    source = config.source(context.partition_key)
+    source = _configured_source(context, config)
+    _start_step(context)
     store, model = index_store.store(), embedder.embedder()
     result = sync_fulltext(store, source, model, context.run_id, [s.name for s in config.sources])
     generation = target_generation(store, model)
     outcome = checks.tantivy_matches_lancedb(store, generation, source.name)
-    return materialize_result(result, [_check_result(outcome)])
+    extra = {**_source_metadata(source), "embedder": model.fingerprint.describe()}
+    result.extra.pop("generation", None)
+    if result.extra.pop("promoted_generation", None):
+        extra["search_switched_to"] = model.fingerprint.describe()
+    return materialize_result(result, [_check_result(outcome)], extra=extra)

@@ -6,24 +6,23 @@ from collections.abc import Sequence
 
 from dagster import AssetCheckResult, MaterializeResult, MetadataValue
 
+from rag_assets.checks import problems_table
 from rag_assets.stages.result import StageResult
-
-MAX_LISTED_PROBLEMS = 50
 
 
 def materialize_result(
-    result: StageResult, check_results: Sequence[AssetCheckResult] = ()
+    result: StageResult,
+    check_results: Sequence[AssetCheckResult] = (),
+    extra: dict[str, object] | None = None,
 ) -> MaterializeResult:
-    """Counts (new, changed, unchanged, deleted, failed, skipped), the row count and a
-    table of the files that failed or were skipped."""
+    """Counts (new, changed, unchanged, deleted, failed, skipped), the row count, the
+    ``extra`` entries and a table of the items that failed or were skipped (escaped
+    Markdown, short enough for the UI to show it without a click)."""
     metadata: dict[str, object] = {**result.counts(), "dagster/row_count": result.row_count}
     metadata.update(result.extra)
+    metadata.update(extra or {})
     if result.problems:
-        lines = ["| file | severity | problem |", "|---|---|---|"]
-        for problem in result.problems[:MAX_LISTED_PROBLEMS]:
-            message = problem.message.replace("|", "\\|").replace("\n", " ")
-            lines.append(f"| `{problem.path}` | {problem.severity} | {message} |")
-        if len(result.problems) > MAX_LISTED_PROBLEMS:
-            lines.append(f"| … | | {len(result.problems) - MAX_LISTED_PROBLEMS} more |")
-        metadata["problems"] = MetadataValue.md("\n".join(lines))
+        metadata["problems"] = MetadataValue.md(
+            problems_table([(p.path, p.severity, p.message) for p in result.problems])
+        )
     return MaterializeResult(metadata=metadata, check_results=list(check_results))
