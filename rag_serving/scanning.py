@@ -1,56 +1,352 @@
-"""Listing a source's files: include/exclude globs and ignored folders, stat only."""
+"""Listing a source's files (include/exclude globs and ignored folders, stat only), and
+opening them safely.
+
+The walker holds the security rules of the file-based kinds:
+
+- nothing outside the source root is listed or read: symbolic links are resolved
+  and checked. A link to a file inside the root is followed when the file it points
+  to is itself selected by the source's globs (so a link cannot bypass ``exclude``);
+  links to folders are never followed (no file indexed twice, no loops); links that
+  leave the root, dangle or loop are listed as skipped, with the reason;
+- every entry that cannot be indexed (a file name that is not valid UTF-8, a pipe
+  or device named like a note) is listed as a problem with a one-line reason, never
+  dropped silently and never failing the source;
+- a folder or file that exists but cannot be read now (permissions, a sync tool
+  holding it) is listed as *unavailable*: what the index holds for it, and under
+  it, is kept until it can be read again. A source root that cannot be reached
+  raises ``SourceUnavailableError``.
+
+``open_source_file`` re-checks at read time, so a file replaced by a link between
+listing and reading is refused.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
+import stat
+import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from wcmatch import glob
 
 from rag_serving.config import FileSourceConfig
-from rag_serving.errors import ConfigError
+from rag_serving.errors import ConfigError, SourceUnavailableError
 
 _FLAGS = glob.GLOBSTAR | glob.DOTGLOB
+
+SKIPPED = "skipped"  # not indexed, by rule: whatever the index held for it is removed
+ERROR = "error"  # cannot be read now: whatever the index holds for it is kept
 
 
 @dataclass(frozen=True)
 class FileStat:
+    """One entry of a source's listing: a file to index, or a problem entry.
+
+    A problem entry (``problem`` set) is a file, link or folder (its path ends with
+    ``/``) that cannot be indexed; ``unavailable`` says it exists but cannot be read
+    now, so what the index holds for it (and, for a folder, under it) is kept.
+    """
+
     path: str  # relative POSIX path inside the source root
-    size: int
-    mtime_ns: int
+    size: int | None
+    mtime_ns: int | None
+    problem: str | None = None  # why it cannot be indexed, on one line
+    severity: str = SKIPPED  # of the problem: SKIPPED or ERROR
+    unavailable: bool = False
+
+
+class OutsideSourceError(OSError):
+    """A path that resolves outside its source root (or to something not a file)."""
+
+
+def display_path(path: str) -> str:
+    """``path`` as valid text: bytes that are not UTF-8 (kept by the OS as surrogate
+    escapes) shown as ``\\xff``, so the name can be stored, printed and sent as JSON."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _valid_text(path: str) -> bool:
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def source_root(source: FileSourceConfig) -> Path:
+    """The real (symlink-free) path of the source's folder.
+
+    Raises ``SourceUnavailableError`` when it cannot be reached (an unplugged disk):
+    the index keeps what it holds for the source. A path that is a file is a
+    ``ConfigError``.
+    """
+    root = Path(source.path)
+    try:
+        real = Path(os.path.realpath(root, strict=True))
+    except OSError as exc:
+        raise _unavailable(source, exc) from None
+    if not real.is_dir():
+        raise ConfigError(
+            f"source {source.name!r}: {root} is not a folder; fix `path` in the config"
+        )
+    return real
+
+
+def _unavailable(source: FileSourceConfig, exc: OSError) -> SourceUnavailableError:
+    reason = "does not exist" if isinstance(exc, FileNotFoundError) else _reason(exc)
+    return SourceUnavailableError(
+        f"source {source.name!r}: folder {source.path} {reason}; reconnect the disk or fix "
+        "`path` in the config (what the index holds for the source is kept until then)"
+    )
+
+
+def _reason(exc: OSError) -> str:
+    return f"cannot be read ({_strerror(exc)})"
+
+
+def _strerror(exc: OSError) -> str:
+    return (exc.strerror or str(exc)).lower()
 
 
 def iter_source_files(source: FileSourceConfig) -> Iterator[FileStat]:
-    """Every file of ``source`` that its globs (or its attachment types) select, in a
-    stable order."""
-    root = Path(source.path)
-    if not root.is_dir():
-        raise ConfigError(
-            f"source {source.name!r}: folder {root} does not exist or is not a folder; "
-            "fix `path` in the config"
-        )
-    ignored = set(source.ignore_dirs)
-    extra = source.extra_suffixes()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if d not in ignored)
-        for filename in sorted(filenames):
-            full = Path(dirpath) / filename
-            rel = full.relative_to(root).as_posix()
-            if not glob.globmatch(rel, source.include, flags=_FLAGS) and not (
-                extra and filename.lower().endswith(extra)
-            ):
-                continue
-            if source.exclude and glob.globmatch(rel, source.exclude, flags=_FLAGS):
-                continue
+    """Every file of ``source`` that its globs (or its attachment types) select, and
+    every entry that cannot be indexed as a problem entry, in a stable order."""
+    yield from _Walker(source, source_root(source)).walk()
+
+
+class _Walker:
+    def __init__(self, source: FileSourceConfig, root: Path):
+        self.source = source
+        self.root = root
+        self.ignored = set(source.ignore_dirs)
+        self.extra = source.extra_suffixes()
+        self.reported: set[str] = set()  # folders with a bad name, reported once
+        self.visited: dict[tuple[int, int], str] = {}  # folders by identity (bind mounts)
+
+    def walk(self) -> Iterator[FileStat]:
+        stack: list[tuple[str, str]] = [("", str(self.root))]
+        while stack:
+            rel_dir, real_dir = stack.pop()
             try:
-                st = full.stat()
-            except OSError:
-                continue  # vanished between listing and stat; the next scan settles it
-            if not full.is_file():
+                info = os.stat(real_dir)
+                with os.scandir(real_dir) as listing:
+                    entries = sorted(listing, key=lambda e: e.name)
+            except OSError as exc:
+                if not rel_dir:
+                    raise _unavailable(self.source, exc) from None
+                yield self._folder_unavailable(rel_dir, exc)
                 continue
-            yield FileStat(rel, st.st_size, st.st_mtime_ns)
+            first = self.visited.setdefault((info.st_dev, info.st_ino), rel_dir)
+            if first != rel_dir:
+                yield self._problem(
+                    rel_dir, f"the same folder as {first or '.'!r} (a bind mount); not listed twice"
+                )
+                continue
+            folders: list[tuple[str, str]] = []
+            for entry in entries:
+                rel = rel_dir + entry.name
+                try:
+                    if entry.is_symlink():
+                        found = self._link(entry, rel)
+                    elif entry.is_dir(follow_symlinks=False):
+                        if entry.name not in self.ignored:
+                            folders.append((rel + "/", entry.path))
+                        continue
+                    elif not self._selected(rel):
+                        continue
+                    elif entry.is_file(follow_symlinks=False):
+                        st = entry.stat(follow_symlinks=False)
+                        found = FileStat(rel, st.st_size, st.st_mtime_ns)
+                    else:
+                        found = self._problem(rel, "not a regular file (a pipe, socket or device)")
+                except OSError as exc:
+                    if not self._selected(rel):
+                        continue
+                    found = FileStat(
+                        rel, None, None, f"cannot read the file ({_strerror(exc)}); check its "
+                        "permissions (what the index holds for it is kept)", ERROR, True,
+                    )  # fmt: skip
+                named = self._named(found) if found is not None else None
+                if named is not None:
+                    yield named
+            stack.extend(reversed(folders))
+
+    def _selected(self, rel: str) -> bool:
+        """Whether the file at ``rel`` is one the source indexes (globs, attachments)."""
+        source = self.source
+        if not glob.globmatch(rel, source.include, flags=_FLAGS) and not (
+            self.extra and rel.lower().endswith(self.extra)
+        ):
+            return False
+        return not (source.exclude and glob.globmatch(rel, source.exclude, flags=_FLAGS))
+
+    def _selected_target(self, rel: str) -> bool:
+        """Whether a file inside the root, reached through a link, is itself selected."""
+        folders = PurePosixPath(rel).parts[:-1]
+        return self._selected(rel) and not any(part in self.ignored for part in folders)
+
+    def _folder_selected(self, rel: str) -> bool:
+        name = PurePosixPath(rel).name
+        excluded = self.source.exclude and glob.globmatch(
+            rel + "/", self.source.exclude, flags=_FLAGS
+        )
+        return name not in self.ignored and not excluded
+
+    def _link(self, entry: os.DirEntry[str], rel: str) -> FileStat | None:
+        try:
+            target = os.path.realpath(entry.path, strict=True)
+        except OSError as exc:
+            if not self._selected(rel):
+                return None
+            if isinstance(exc, FileNotFoundError):
+                return self._problem(rel, "a symbolic link to nothing (its target is missing)")
+            if exc.errno == errno.ELOOP:
+                return self._problem(rel, "a symbolic link loop; remove or fix the link")
+            raise
+        inside = _inside(target, self.root)
+        if os.path.isdir(target):
+            if not self._folder_selected(rel):
+                return None
+            if not inside:
+                return self._problem(
+                    rel + "/",
+                    "a symbolic link to a folder outside the source; not followed (only what "
+                    "is inside the source folder is indexed)",
+                )
+            where = Path(target).relative_to(self.root).as_posix()
+            return self._problem(
+                rel + "/",
+                f"a symbolic link to the folder {where!r} of this source; folder links are "
+                "not followed (each file is indexed once, under its own path)",
+            )
+        if not self._selected(rel):
+            return None
+        if not inside:
+            return self._problem(
+                rel,
+                "a symbolic link to a file outside the source; not followed (only files "
+                "inside the source folder are indexed)",
+            )
+        where = Path(target).relative_to(self.root).as_posix()
+        if not self._selected_target(where):
+            return self._problem(
+                rel, f"a symbolic link to {display_path(where)!r}, which this source excludes"
+            )
+        st = os.stat(target)
+        if not stat.S_ISREG(st.st_mode):
+            return self._problem(rel, "a symbolic link to something that is not a regular file")
+        return FileStat(rel, st.st_size, st.st_mtime_ns)
+
+    def _named(self, found: FileStat) -> FileStat | None:
+        """``found``, or a problem entry when its path is not valid UTF-8 text (it
+        could not be stored or shown); a folder with such a name is reported once."""
+        if _valid_text(found.path):
+            return found
+        parts = found.path.rstrip("/").split("/")
+        for depth, part in enumerate(parts[:-1], start=1):
+            if not _valid_text(part):
+                folder = display_path("/".join(parts[:depth])) + "/"
+                if folder in self.reported:
+                    return None
+                self.reported.add(folder)
+                return FileStat(
+                    folder, None, None,
+                    "folder name is not valid UTF-8; rename it (its files are not indexed)",
+                )  # fmt: skip
+        return FileStat(
+            display_path(found.path), None, None, "file name is not valid UTF-8; rename it"
+        )
+
+    def _problem(self, rel: str, message: str) -> FileStat:
+        return FileStat(rel, None, None, message)
+
+    def _folder_unavailable(self, rel_dir: str, exc: OSError) -> FileStat:
+        return FileStat(
+            display_path(rel_dir), None, None,
+            f"cannot list the folder ({_strerror(exc)}); check its permissions or that its "
+            "disk is mounted (what the index holds under it is kept until it can be read)",
+            ERROR, True,
+        )  # fmt: skip
+
+
+def _inside(path: str, root: Path) -> bool:
+    root_text = str(root)
+    return path == root_text or path.startswith(root_text.rstrip("/") + "/")
+
+
+def open_source_file(root: Path, rel: str) -> int:
+    """A read-only descriptor of the file ``rel`` of the source whose real root is
+    ``root``; raises ``OutsideSourceError`` for anything outside the root or not a
+    regular file (and ``OSError`` when it cannot be read).
+
+    The path is resolved and checked, then opened without following a link in its
+    last part (``O_NOFOLLOW``: a file replaced by a link after the check is
+    refused); on Linux the opened file's own path is checked again, which also
+    catches a folder swapped for a link between the check and the open.
+    """
+    real = os.path.realpath(root / rel)
+    if not _inside(real, root):
+        raise OutsideSourceError(
+            errno.EXDEV, "the file now leads outside the source (a symbolic link); not read"
+        )
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(real, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OutsideSourceError(
+                errno.ELOOP, "the file was replaced by a symbolic link while indexing; not read"
+            ) from None
+        raise
+    try:
+        opened = _fd_path(fd)
+        if opened is not None and not _inside(opened.removesuffix(" (deleted)"), root):
+            raise OutsideSourceError(errno.EXDEV, "the file now leads outside the source; not read")
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OutsideSourceError(errno.EINVAL, "not a regular file; not read")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _fd_path(fd: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None  # no /proc (macOS): the realpath check and O_NOFOLLOW stand
+
+
+@contextmanager
+def pinned_source_file(root: Path, rel: str) -> Iterator[Path]:
+    """A path that opens exactly the file ``open_source_file`` checked, for parsers
+    that take a path (and may open it more than once, or hand it to a subprocess).
+
+    On Linux it is a link, in a private temporary folder and named like the file,
+    to ``/proc/<pid>/fd/<n>``: whatever happens to the source folder meanwhile, it
+    reaches the checked file. Elsewhere it is the checked real path.
+    """
+    fd = open_source_file(root, rel)
+    try:
+        pinned = Path(f"/proc/{os.getpid()}/fd/{fd}")
+        if not pinned.exists():
+            yield Path(os.path.realpath(root / rel))
+            return
+        folder = tempfile.mkdtemp(prefix="ragline-open-")
+        try:
+            link = Path(folder) / (PurePosixPath(rel).name or "file")
+            link.symlink_to(pinned)
+            yield link
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -66,10 +362,21 @@ class PendingChanges:
         return self.new + self.changed + self.deleted
 
 
-def pending_changes(stats: list[FileStat], indexed: dict[str, tuple[int, int]]) -> PendingChanges:
-    """Compare a fresh listing with ``indexed`` (path → (size, mtime_ns))."""
+def pending_changes(
+    stats: list[FileStat], indexed: dict[str, tuple[int | None, int | None]]
+) -> PendingChanges:
+    """Compare a fresh listing with ``indexed`` (path → (size, mtime_ns)).
+
+    What the index holds under an unavailable folder, or for an unavailable file,
+    is kept by the next run: it is not a pending deletion or change.
+    """
     seen = {s.path for s in stats}
+    kept = tuple(s.path for s in stats if s.unavailable and s.path.endswith("/"))
     new = sum(1 for s in stats if s.path not in indexed)
-    changed = sum(1 for s in stats if s.path in indexed and indexed[s.path] != (s.size, s.mtime_ns))
-    deleted = sum(1 for p in indexed if p not in seen)
+    changed = sum(
+        1
+        for s in stats
+        if s.path in indexed and not s.unavailable and indexed[s.path] != (s.size, s.mtime_ns)
+    )
+    deleted = sum(1 for p in indexed if p not in seen and not (kept and p.startswith(kept)))
     return PendingChanges(new, changed, deleted)

@@ -14,6 +14,13 @@ An item is anything with a key unique in its source: a file (key = its relative
 path), a message inside an mbox (``Inbox.mbox/<message-id>``), a feed entry
 (its guid), a git blob or commit. ``path`` is where a person finds it; for a file it
 is the key itself.
+
+Listing never fails on one item: an item that cannot be indexed is listed with a
+``problem`` (a one-line reason) that the stages record in ``file_issues``. An item
+that exists but cannot be read now is ``unavailable``: what the index holds for it
+is kept, and when its key ends with ``/`` (a folder, a mailbox, any group of keys)
+so is everything under that prefix. A source that cannot be listed at all raises
+``SourceUnavailableError``: its run fails and nothing is pruned.
 """
 
 from __future__ import annotations
@@ -38,6 +45,11 @@ class ItemStat:
     fingerprint: str  # equal means unchanged: the content is not read again
     size: int | None = None
     mtime_ns: int | None = None  # for files: lets search flag a hit whose file changed
+    problem: str | None = None  # why the item cannot be indexed, on one line
+    severity: str = "skipped"  # of the problem: "skipped" (by rule) or "error"
+    # Exists but cannot be read now: keep what the index holds for it (and, for a key
+    # ending with "/", for every key under it) until it can be read again.
+    unavailable: bool = False
 
     @property
     def modified(self) -> datetime | None:
@@ -87,7 +99,8 @@ class SourceKind(ABC):
 
     @abstractmethod
     def content_hash(self, item: ItemStat) -> str:
-        """A hash of the item's content (raises ``OSError`` when it cannot be read)."""
+        """A hash of the item's content; raises ``OSError`` when it cannot be read now
+        and ``ItemSkipped`` when it must not be read (it leads outside the source)."""
 
     @abstractmethod
     def parse(self, key: str, options: ParseOptions) -> ParsedDocument:

@@ -4,13 +4,21 @@ format parsers by type."""
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterator
+from functools import cached_property
 from pathlib import Path
 
 from rag_assets.formats import router
 from rag_assets.formats.model import ItemSkipped, ParsedDocument, ParseOptions
 from rag_assets.sources.base import ItemStat, SourceKind
-from rag_serving.scanning import iter_source_files
+from rag_serving.scanning import (
+    OutsideSourceError,
+    iter_source_files,
+    open_source_file,
+    pinned_source_file,
+    source_root,
+)
 
 _HASH_BLOCK = 1 << 20
 
@@ -22,13 +30,32 @@ class FileSourceKind(SourceKind):
     def root(self) -> Path:
         return Path(self.config.path)
 
+    @cached_property
+    def real_root(self) -> Path:
+        """The source folder with every symbolic link resolved: what "inside the
+        source" means (raises ``SourceUnavailableError`` when it cannot be reached)."""
+        return source_root(self.config)
+
     def list_items(self) -> Iterator[ItemStat]:
         for stat in iter_source_files(self.config):
-            yield ItemStat(stat.path, f"{stat.size}:{stat.mtime_ns}", stat.size, stat.mtime_ns)
+            if stat.problem is not None:
+                yield ItemStat(
+                    stat.path, f"{stat.severity}:{stat.problem}", problem=stat.problem,
+                    severity=stat.severity, unavailable=stat.unavailable,
+                )  # fmt: skip
+            else:
+                fingerprint = f"{stat.size}:{stat.mtime_ns}"
+                yield ItemStat(stat.path, fingerprint, stat.size, stat.mtime_ns)
 
     def content_hash(self, item: ItemStat) -> str:
+        # Read through the walker's checks: a file replaced by a link since it was
+        # listed is refused, never followed outside the source.
+        try:
+            fd = open_source_file(self.real_root, item.key)
+        except OutsideSourceError as exc:
+            raise ItemSkipped(exc.strerror or str(exc)) from None
         digest = hashlib.sha256()
-        with open(self.root / item.key, "rb") as handle:
+        with os.fdopen(fd, "rb") as handle:
             while block := handle.read(_HASH_BLOCK):
                 digest.update(block)
         return digest.hexdigest()
@@ -52,4 +79,8 @@ class FileSourceKind(SourceKind):
         file_type = self.file_type(key)
         if file_type is None:
             raise ItemSkipped("no parser for this type of file; exclude it with `exclude`")
-        return router.parse_file(self.root / key, key, file_type, options)
+        try:
+            with pinned_source_file(self.real_root, key) as path:
+                return router.parse_file(path, key, file_type, options)
+        except OutsideSourceError as exc:
+            raise ItemSkipped(exc.strerror or str(exc)) from None

@@ -2,7 +2,9 @@
 
 An item that cannot be parsed is recorded in ``file_issues`` (and in the run's
 metadata) and skipped; it never fails the source, and the document it had before
-(if any) is removed so results never show content the item no longer has.
+(if any) is removed so results never show content the item no longer has — except
+for an item that exists but cannot be read now (``UNAVAILABLE_MARK``): its document
+is kept, and its issue cleared once it can be read again.
 
 Parsed output is reused by content hash and parser version: a renamed or copied
 file is not parsed again, and a new version of one parser re-parses only the items
@@ -25,6 +27,7 @@ from rag_assets.formats.model import ItemError, ItemSkipped, ParsedDocument, jso
 from rag_assets.progress import report
 from rag_assets.sources import SourceKind
 from rag_assets.stages.result import FileProblem, StageResult, utcnow
+from rag_assets.stages.scan import PROBLEM_MARKS, UNAVAILABLE_MARK
 from rag_serving.index import schema as schemas
 from rag_serving.index.store import IndexStore, sql_in, sql_string
 
@@ -50,11 +53,20 @@ def parse_source(
     name = kind.config.name
     scope = f"source = {sql_string(name)}"
     files = store.read(
-        "files", where=scope, columns=["doc_id", "path", "content_hash", "error", "mtime_ns"]
+        "files",
+        where=scope,
+        columns=["doc_id", "path", "content_hash", "error", "mtime_ns", "fingerprint"],
     ).to_pylist()
     parsed = _rows(store, "documents", scope, ["doc_id", "content_hash", "parser", "deferred"])
     issues = _rows(store, "file_issues", scope, ["doc_id", "content_hash", "parser"])
     live = {f["doc_id"] for f in files}
+    # Issues of items that could not be read before and can now, their documents kept
+    # meanwhile unchanged: nothing else would clear them.
+    recovered = [
+        f["doc_id"]
+        for f in files
+        if not f["error"] and issues.get(f["doc_id"], {}).get("parser") == UNAVAILABLE_MARK
+    ]
     todo = [f for f in files if full or _needs_parse(kind, f, parsed, issues, deferred_pass)]
     result.unchanged = len(files) - len(todo)
     del files
@@ -69,14 +81,20 @@ def parse_source(
     now = utcnow()
     for position, file in enumerate(todo, start=1):
         version = kind.parser_version(file["path"])
-        donor = reusable.get((file["content_hash"], version))
+        # An item with a problem keeps no hash of what it holds now: nothing to reuse.
+        donor = None if file["error"] else reusable.get((file["content_hash"], version))
         if donor is not None:
             row = _document_row(kind, file, _reused(store, donor), version, now)
             result.extra["reused_parses"] = int(result.extra.get("reused_parses", 0)) + 1
             outcome: dict[str, Any] | FileProblem = row
         else:
             outcome = _parse_one(kind, file, options, version, now)
-        pending_ids.append(file["doc_id"])
+        if (
+            file["error"] and file["fingerprint"] == UNAVAILABLE_MARK
+        ):  # cannot be read now: the document it had stays, its issue is recorded
+            version = UNAVAILABLE_MARK
+        else:
+            pending_ids.append(file["doc_id"])
         if isinstance(outcome, dict):
             pending.append(outcome)
             pending_bytes += len(outcome["body"] or "") + len(outcome["links_json"])
@@ -110,12 +128,12 @@ def parse_source(
     if pending or pending_ids or gone:
         _write_documents(store, scope, pending, pending_ids, gone)
     done_ids = [f["doc_id"] for f in todo]
-    if new_issues or done_ids or gone:
+    if new_issues or done_ids or gone or recovered:
         store.apply_changes(
             "file_issues",
             schemas.FILE_ISSUES,
             pa.Table.from_pylist(new_issues, schemas.FILE_ISSUES) if new_issues else None,
-            delete_where=f"{scope} AND {sql_in('doc_id', done_ids + gone)}",
+            delete_where=f"{scope} AND {sql_in('doc_id', done_ids + gone + recovered)}",
         )
     result.row_count = store.count("documents", scope)
     waiting = store.count("documents", f"{scope} AND array_length(deferred) > 0")
@@ -156,7 +174,9 @@ def _reusable_parses(
     """(content hash, parser version) → the doc_id of a document, in any source, that
     already holds that parse: a renamed or copied item is copied, not parsed again."""
     wanted = {
-        (f["content_hash"], kind.parser_version(f["path"])) for f in todo if f["content_hash"]
+        (f["content_hash"], kind.parser_version(f["path"]))
+        for f in todo
+        if f["content_hash"] and not f["error"]
     }
     hashes = sorted({digest for digest, _ in wanted})
     found: dict[tuple[str, str], str] = {}
@@ -187,7 +207,8 @@ def _parse_one(
 ) -> dict[str, Any] | FileProblem:
     path = file["path"]
     if file["error"]:
-        return FileProblem(path, "error", file["error"])
+        severity, _ = PROBLEM_MARKS.get(file["fingerprint"], ("error", False))
+        return FileProblem(path, severity, file["error"])
     try:
         document = kind.parse(path, options)
     except ItemSkipped as exc:

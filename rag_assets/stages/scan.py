@@ -1,15 +1,38 @@
-"""Stage 1 (``raw_files``): list a source's items and hash what changed."""
+"""Stage 1 (``raw_files``): list a source's items and hash what changed.
+
+An item listed with a problem (a link leading outside the source, a name that is not
+valid UTF-8, a folder that cannot be read) is stored with its reason in ``error``
+and, in ``fingerprint``, what the parse stage makes of it (``PROBLEM_MARKS``). What
+the index holds for an unavailable item, and under an unavailable folder, is kept:
+only items really gone are deleted.
+"""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import pyarrow as pa
 
+from rag_assets.formats.model import ItemSkipped
 from rag_assets.progress import report
 from rag_assets.sources import ItemStat, SourceKind
 from rag_assets.stages.result import StageResult, utcnow
 from rag_serving.index import schema as schemas
 from rag_serving.index.ids import doc_id
 from rag_serving.index.store import IndexStore, sql_in, sql_string
+from rag_serving.scanning import display_path
+
+# ``files.fingerprint`` of an item with a problem → (severity, whether what the index
+# holds for the item is kept).
+SKIPPED_MARK = "!skipped"  # not indexed by rule: its document is removed
+ERROR_MARK = "!error"  # could not be indexed: its document is removed
+UNAVAILABLE_MARK = "!unavailable"  # cannot be read now: its document is kept
+PROBLEM_MARKS = {
+    SKIPPED_MARK: ("skipped", False),
+    ERROR_MARK: ("error", False),
+    UNAVAILABLE_MARK: ("error", True),
+}
 
 
 def scan_source(store: IndexStore, kind: SourceKind, full: bool) -> StageResult:
@@ -21,18 +44,31 @@ def scan_source(store: IndexStore, kind: SourceKind, full: bool) -> StageResult:
     result = StageResult()
     name = kind.config.name
     scope = f"source = {sql_string(name)}"
-    columns = ["doc_id", "fingerprint", "content_hash", "error"]
+    columns = ["doc_id", "path", "size", "mtime_ns", "fingerprint", "content_hash", "error"]
     previous = {
         r["doc_id"]: r for r in store.read("files", where=scope, columns=columns).to_pylist()
     }
     seen: set[str] = set()
     upserts: list[dict] = []
     now = utcnow()
-    items = list(kind.list_items())
+    items = [_checked(item) for item in kind.list_items()]
     for position, item in enumerate(items, start=1):
         key = doc_id(name, item.key)
+        if key in seen:
+            continue  # two names shown alike (a repaired one and a real one): listed once
         seen.add(key)
         old = previous.get(key)
+        if item.problem is not None:
+            row = _problem_row(name, item, old, now)
+            if row is None:
+                result.unchanged += 1
+            else:
+                upserts.append(row)
+                if row["fingerprint"] == SKIPPED_MARK:
+                    result.skipped += 1
+                else:
+                    result.failed += 1
+            continue
         if (
             not full
             and old is not None
@@ -41,31 +77,43 @@ def scan_source(store: IndexStore, kind: SourceKind, full: bool) -> StageResult:
         ):
             result.unchanged += 1
             continue
-        digest, error = _hash(kind, item)
-        if error:
+        digest, error, mark = _hash(kind, item)
+        row = {
+            "doc_id": key,
+            "source": name,
+            "path": item.key,
+            "size": item.size,
+            "mtime_ns": item.mtime_ns,
+            "content_hash": digest,
+            "error": error,
+            "seen_at": now,
+            "fingerprint": mark or item.fingerprint,
+        }
+        if mark == SKIPPED_MARK:
+            result.skipped += 1
+        elif error:
             result.failed += 1
+            if old is not None:  # cannot be read now: the index keeps what it had
+                row.update({k: old[k] for k in ("size", "mtime_ns", "content_hash")})
         elif old is None:
             result.new += 1
         elif old["content_hash"] != digest:
             result.changed += 1
         else:
             result.unchanged += 1  # touched: same bytes, new fingerprint
-        upserts.append(
-            {
-                "doc_id": key,
-                "source": name,
-                "path": item.key,
-                "size": item.size,
-                "mtime_ns": item.mtime_ns,
-                "content_hash": digest,
-                "error": error,
-                "seen_at": now,
-                "fingerprint": item.fingerprint,
-            }
-        )
+        upserts.append(row)
         if position % 200 == 0:
             report(name, "scan", position, len(items))
-    gone = [key for key in previous if key not in seen]
+    # Under a folder that cannot be read now, nothing is deleted: it is not gone.
+    kept = tuple(i.key for i in items if i.unavailable and i.key.endswith("/"))
+    gone = []
+    for key, row in previous.items():
+        if key in seen:
+            continue
+        if kept and row["path"].startswith(kept):
+            result.extra["kept_unavailable"] = int(result.extra.get("kept_unavailable", 0)) + 1
+        else:
+            gone.append(key)
     result.deleted = len(gone)
     if upserts or gone:
         store.apply_changes(
@@ -79,8 +127,47 @@ def scan_source(store: IndexStore, kind: SourceKind, full: bool) -> StageResult:
     return result
 
 
-def _hash(kind: SourceKind, item: ItemStat) -> tuple[str | None, str | None]:
+def _checked(item: ItemStat) -> ItemStat:
+    """``item``, or a problem item when its key is not valid text (a name that is not
+    UTF-8): it could be neither stored nor shown, and must not fail the source."""
     try:
-        return kind.content_hash(item), None
+        item.key.encode("utf-8")
+    except UnicodeEncodeError:
+        message = "name is not valid UTF-8; rename it"
+        return replace(item, key=display_path(item.key), problem=message, severity="skipped")
+    return item
+
+
+def _problem_row(
+    source: str, item: ItemStat, old: dict[str, Any] | None, now: Any
+) -> dict[str, Any] | None:
+    """The files row of an item listed with a problem (None when it is unchanged)."""
+    if item.unavailable:
+        mark = UNAVAILABLE_MARK
+    else:
+        mark = SKIPPED_MARK if item.severity == "skipped" else ERROR_MARK
+    if old is not None and old["fingerprint"] == mark and old["error"] == item.problem:
+        return None
+    keep = mark == UNAVAILABLE_MARK and old is not None
+    return {
+        "doc_id": doc_id(source, item.key),
+        "source": source,
+        "path": item.key,
+        "size": old["size"] if keep else item.size,
+        "mtime_ns": old["mtime_ns"] if keep else item.mtime_ns,
+        "content_hash": old["content_hash"] if keep else None,
+        "error": item.problem,
+        "seen_at": now,
+        "fingerprint": mark,
+    }
+
+
+def _hash(kind: SourceKind, item: ItemStat) -> tuple[str | None, str | None, str | None]:
+    """(content hash, error, problem mark) of one item."""
+    try:
+        return kind.content_hash(item), None, None
+    except ItemSkipped as exc:
+        return None, str(exc), SKIPPED_MARK
     except OSError as exc:
-        return None, f"cannot read the file: {exc.strerror or exc}; check its permissions"
+        message = f"cannot read the file ({exc.strerror or exc}); check its permissions"
+        return None, message + " (what the index holds for it is kept)", UNAVAILABLE_MARK

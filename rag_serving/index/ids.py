@@ -8,7 +8,8 @@ import hashlib
 def _digest(*parts: str, size: int = 32) -> str:
     h = hashlib.sha256()
     for part in parts:
-        h.update(part.encode("utf-8"))
+        # A lone surrogate (a file name that is not UTF-8) must not fail a whole source.
+        h.update(part.encode("utf-8", "surrogatepass"))
         h.update(b"\0")
     return h.hexdigest()[:size]
 
