@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
 from rag_serving.config import RaglineConfig
 from rag_serving.errors import FilterError, QueryError
+from rag_serving.index.fulltext import FulltextIndex
 from rag_serving.search import SearchEngine, SearchFilters
 from rag_serving.search.filters import (
     MAX_QUERY_CHARS,
@@ -31,6 +33,11 @@ NOTES = {
     "projects/Alpha.md": f"# Alpha\n{COMMON} on project alpha.\n",
     "Top.md": f"# Top\n{COMMON} at the top.\n",
 }
+# Two folders whose paths share their first 1,200 bytes: longer than a Tantivy regex
+# can hold (1,000 states; a 1,000-character --path failed every BM25 search).
+DEEP = "/".join(["d" * 200] * 6)
+NOTES[f"{DEEP}/one/Deep.md"] = f"# Deep one\n{COMMON} far down.\n"
+NOTES[f"{DEEP}/two/Deeper.md"] = f"# Deep two\n{COMMON} far down too.\n"
 MTIME = datetime(2021, 3, 4, tzinfo=UTC).timestamp()
 
 
@@ -207,6 +214,28 @@ def test_cli_bad_dates_are_one_line(
 )
 def test_path_filters(engine: SearchEngine, mode: str, prefix: str, expected: set[str]) -> None:
     assert paths(engine, mode, path_prefix=prefix) == expected
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_long_path_filters(engine: SearchEngine, mode: str) -> None:
+    assert paths(engine, mode, path_prefix=f"{DEEP}/one") == {f"{DEEP}/one/Deep.md"}
+    assert paths(engine, mode, path_prefix=f"{DEEP}/t") == {f"{DEEP}/two/Deeper.md"}
+    assert len(paths(engine, mode, path_prefix=DEEP)) == 2
+    assert paths(engine, mode, path_prefix="x" * 4_000) == set()
+    with pytest.raises(FilterError, match="path filter is 4,097 characters long; the limit is"):
+        paths(engine, mode, path_prefix="x" * 4_097)
+
+
+def test_bm25_path_filter_matches_names_with_newlines(tmp_path: Path) -> None:
+    index = FulltextIndex(tmp_path / "fulltext")
+    rows = [
+        {"chunk_id": f"c{i}", "doc_id": f"d{i}", "source": "s", "path": path, "text": "tomato",
+         "row_hash": "h", "modified": datetime(2024, 1, 1, tzinfo=UTC)}
+        for i, path in enumerate(["odd\nname.md", "odd.md", "other.md"])
+    ]  # fmt: skip
+    index.replace([], rows)
+    hits = index.search("tomato", SearchFilters(path_prefix="odd"), 10)
+    assert {hit.chunk_id for hit in hits} == {"c0", "c1"}
 
 
 @pytest.mark.parametrize("prefix", ["..", "../notes", "hidden/../../etc", "..\\x"])

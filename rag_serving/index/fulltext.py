@@ -29,6 +29,10 @@ from rag_serving.search.filters import SearchFilters
 DEFAULT_FIELDS = ["title", "text", "path_text", "tags_text", "aliases"]
 FIELD_BOOSTS = {"path_text": 0.5, "aliases": 0.5}
 _WRITER_HEAP = 64_000_000
+# Tantivy compiles a regex query into an automaton of at most 1,000 states (about one
+# per byte of a literal prefix): a longer path filter is matched on its first bytes by
+# the query and on the whole prefix by ``search``.
+_REGEX_PREFIX_BYTES = 512
 _WORD = re.compile(r"\w+")
 _FIELD_PREFIX = re.compile(r"(?<![\w\\])([A-Za-z_][\w.]*):(\*?)")
 
@@ -164,6 +168,8 @@ class FulltextIndex:
         hits = []
         for score, address in result.hits:
             doc = searcher.doc(address)
+            if filters.path_prefix and not doc["path"][0].startswith(filters.path_prefix):
+                continue  # past the bytes the regex could hold
             hits.append(Bm25Hit(doc["chunk_id"][0], float(score)))
         return hits
 
@@ -253,7 +259,9 @@ class FulltextIndex:
                 )
             )
         if filters.path_prefix:
-            pattern = re.escape(filters.path_prefix) + ".*"
+            head = filters.path_prefix.encode()[:_REGEX_PREFIX_BYTES].decode("utf-8", "ignore")
+            # (?s): a file name may hold a newline, which "." would not match.
+            pattern = re.escape(head) + "(?s:.*)"
             must.append((tantivy.Occur.Must, tantivy.Query.regex_query(SCHEMA, "path", pattern)))
         for tag in filters.tags:
             must.append((tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, "tags", tag)))

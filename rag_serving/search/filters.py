@@ -14,6 +14,8 @@ from rag_serving.suggest import did_you_mean
 # characters (256 tokens) and BM25 gains nothing from a pasted page, while a 1 MB
 # query cost 12 s and 2.8 GB; 4,000 characters bound a query to ~2,000 terms.
 MAX_QUERY_CHARS = 4_000
+# Longest path filter: a path on Linux is at most 4,096 bytes.
+MAX_PATH_FILTER_CHARS = 4_096
 
 # Other names people use for a file type (``--type markdown`` is ``md``).
 TYPE_ALIASES = {
@@ -152,6 +154,10 @@ def normalize_path_prefix(value: str | None) -> str | None:
     """
     if not value:
         return None
+    if len(value) > MAX_PATH_FILTER_CHARS:
+        raise FilterError(
+            f"path filter is {len(value):,} characters long; the limit is {MAX_PATH_FILTER_CHARS:,}"
+        )
     text = value.replace("\\", "/").rstrip("*")
     parts = text.split("/")
     if ".." in parts:
