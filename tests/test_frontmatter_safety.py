@@ -170,6 +170,18 @@ def test_an_impossible_date_is_a_warning_naming_key_and_value(value: str, reason
     assert note.title == "Trip" and note.tags == ["travel"]  # the rest is still read
 
 
+@pytest.mark.parametrize(
+    "value",
+    ["0001-01-01T00:00:00+05:00", "9999-12-31T23:00:00-05:00", "'0001-01-01T00:00:00+05:00'"],
+)
+def test_a_date_out_of_range_in_utc_is_a_warning(value: str) -> None:
+    note = parse(f"---\nupdated: {value}\n---\nbody\n")
+    assert note.updated is None
+    assert len(note.warnings) == 1
+    assert note.warnings[0].startswith("frontmatter 'updated' is out of range in UTC (")
+    assert note.frontmatter["updated"].startswith(value.strip("'")[:19])
+
+
 def test_bad_values_anywhere_are_named_by_their_key_path() -> None:
     note = parse(
         "---\n2024-13-45: as a key\ntrip:\n  start: 2024-02-30\n  days: [2024-01-01, 2024-13-01]\n"

@@ -353,7 +353,11 @@ def _to_datetime(key: str, value: Any, warnings: list[str]) -> datetime | None:
         return None
     if result.tzinfo is None:
         return result.replace(tzinfo=UTC)
-    return result.astimezone(UTC)
+    try:
+        return result.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+05:00 is before the first datetime in UTC
+        warnings.append(f"frontmatter {key!r} is out of range in UTC ({str(value)!r}); ignored")
+        return None
 
 
 # ---------------------------------------------------------------------------
