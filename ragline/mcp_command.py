@@ -31,16 +31,39 @@ def server_command(config: RaglineConfig) -> list[str]:
     return [*launcher, "--config", str(Path(config.config_path).absolute()), "mcp"]
 
 
+def server_env(config: RaglineConfig) -> dict[str, str]:
+    """What the stdio server needs from its environment, as absolute paths.
+
+    MCP clients start servers with a minimal environment (Claude Desktop passes
+    little more than HOME and PATH): without ``DAGSTER_HOME`` a ``reindex`` would be
+    recorded in ``<data_dir>/dagster`` while ``ragline ui``, started from the user's
+    shell, shows the instance at ``$DAGSTER_HOME`` — a second instance the UI never
+    shows. ``RAGLINE_CONFIG`` names the same file as ``--config``, for the commands
+    the server starts.
+    """
+    from rag_serving.mcp.dagster_client import dagster_home
+
+    if config.config_path is None:
+        raise ConfigError("the config was not loaded from a file")
+    return {
+        "DAGSTER_HOME": str(dagster_home(config).expanduser().resolve()),
+        "RAGLINE_CONFIG": str(Path(config.config_path).absolute()),
+    }
+
+
 def desktop_config(config: RaglineConfig, name: str) -> dict[str, Any]:
     """The ``mcpServers`` entry for Claude Desktop's ``claude_desktop_config.json``."""
     command = server_command(config)
-    return {"mcpServers": {name: {"command": command[0], "args": command[1:]}}}
+    entry = {"command": command[0], "args": command[1:], "env": server_env(config)}
+    return {"mcpServers": {name: entry}}
 
 
 def claude_code_line(config: RaglineConfig, name: str) -> str:
     """A ``claude mcp add`` command line for Claude Code (stdio)."""
     command = " ".join(shlex.quote(part) for part in server_command(config))
-    return f"claude mcp add --transport stdio --scope user {shlex.quote(name)} -- {command}"
+    # --env after the name: it takes several values, and must not swallow the name.
+    env = " ".join(f"--env {shlex.quote(f'{k}={v}')}" for k, v in server_env(config).items())
+    return f"claude mcp add --transport stdio --scope user {shlex.quote(name)} {env} -- {command}"
 
 
 def claude_code_http_line(config: RaglineConfig, name: str) -> str:

@@ -120,6 +120,25 @@ def test_missing_or_wrong_token_is_401(url: str) -> None:
     assert post(url, {"Authorization": f"Basic {ALICE}"}).status_code == 401
 
 
+def test_a_refused_token_says_why_in_one_line(url: str) -> None:
+    """The SDK's "invalid_token: Authentication required" reads as an OAuth problem to a
+    user whose client simply sent no token."""
+    cases = {
+        "missing bearer token: send the header `Authorization: Bearer <token>`": {},
+        "unknown bearer token: it matches no [[mcp.tokens]] entry": {
+            "Authorization": "Bearer alice-token-0123456789abcdeX"
+        },
+        "the Authorization header uses the 'Basic' scheme": {"Authorization": f"Basic {ALICE}"},
+    }
+    for reason, headers in cases.items():
+        refused = post(url, headers)
+        assert refused.status_code == 401
+        body = refused.json()
+        assert body["error"] == "invalid_token" and body["error_description"].startswith(reason)
+        assert reason in refused.headers["www-authenticate"]
+        assert "alice-token" not in refused.text  # the secret is never echoed
+
+
 def test_dns_rebinding_protection_stays_on(url: str) -> None:
     evil = post(url, {"Authorization": f"Bearer {ALICE}", "Host": "evil.example:80"})
     assert evil.status_code == 421

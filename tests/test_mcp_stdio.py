@@ -62,10 +62,16 @@ def test_mcp_config_prints_desktop_json_and_claude_code_line(
     entry = json.loads(result.output)["mcpServers"]["ragline"]
     assert Path(entry["command"]).is_absolute() and Path(entry["command"]).exists()
     assert entry["args"] == ["--config", config_path, "mcp"]
+    # Clients start servers with a minimal environment: what the server needs is in env.
+    home = str(sample_index.data_dir / "dagster")
+    assert entry["env"] == {"DAGSTER_HOME": home, "RAGLINE_CONFIG": config_path}
 
     text = runner.invoke(cli, ["--config", config_path, "mcp-config", "--name", "notes"]).output
     assert '"notes": {' in text
-    assert f"claude mcp add --transport stdio --scope user notes -- {entry['command']}" in text
+    assert (
+        f"claude mcp add --transport stdio --scope user notes --env DAGSTER_HOME={home} "
+        f"--env RAGLINE_CONFIG={config_path} -- {entry['command']}"
+    ) in text
 
 
 def test_mcp_options_are_checked(sample_index: RaglineConfig) -> None:

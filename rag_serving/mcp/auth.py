@@ -8,8 +8,11 @@ user may see. A source outside that list must never appear in any tool's output.
 from __future__ import annotations
 
 import hmac
+import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
@@ -118,3 +121,75 @@ def check_tokens(config: McpConfig, configured_sources: Iterable[str]) -> list[s
                 f"{', '.join(repr(s) for s in unknown)}; they are ignored"
             )
     return warnings
+
+
+MISSING_TOKEN = (
+    "missing bearer token: send the header `Authorization: Bearer <token>` with the secret of "
+    "one [[mcp.tokens]] entry of the server's ragline.toml (`ragline mcp-config` prints a "
+    "client line with that header)"
+)
+UNKNOWN_TOKEN = (
+    "unknown bearer token: it matches no [[mcp.tokens]] entry of this server; check the "
+    "secret (compared exactly) and that the server was restarted after the config changed"
+)
+
+
+def auth_failure(authorization: str | None) -> str:
+    """Why a request with this ``Authorization`` header was refused, in one line (the
+    token itself is never repeated)."""
+    value = (authorization or "").strip()
+    if not value:
+        return MISSING_TOKEN
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() != "bearer":
+        shown = re.sub(r"[^A-Za-z0-9._-]", "?", scheme[:20])
+        return (
+            f"the Authorization header uses the '{shown}' scheme; send "
+            "`Authorization: Bearer <token>` with a secret from [[mcp.tokens]]"
+        )
+    if not token.strip():
+        return MISSING_TOKEN
+    return UNKNOWN_TOKEN
+
+
+class ExplainAuthFailures:
+    """ASGI middleware that rewrites the SDK's 401 answers ("invalid_token: Authentication
+    required", which clients show as an OAuth problem) to say what is wrong: no token,
+    another scheme than Bearer, or a token no ``[mcp] tokens`` entry has."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.lower(): v for k, v in scope.get("headers") or []}
+        authorization = headers.get(b"authorization", b"").decode("latin-1")
+        replaced = False
+
+        async def explain(message: dict[str, Any]) -> None:
+            nonlocal replaced
+            if message["type"] == "http.response.start" and message["status"] == 401:
+                replaced = True
+                reason = auth_failure(authorization)
+                body = json.dumps({"error": "invalid_token", "error_description": reason})
+                challenge = f'Bearer error="invalid_token", error_description="{reason}"'
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(body.encode())).encode()),
+                            (b"www-authenticate", challenge.encode("latin-1")),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body.encode()})
+            elif replaced and message["type"] == "http.response.body":
+                return  # the SDK's own body; ours was sent with the start
+            else:
+                await send(message)
+
+        await self.app(scope, receive, explain)

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import sys
 import threading
+import traceback
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
-from typing import Literal
+from typing import Any, Literal, NoReturn
 
 from mcp.server import MCPServer
 from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import ValidationError
 
 from rag_serving.config import RaglineConfig
 from rag_serving.errors import ConfigError, RaglineError
@@ -17,10 +24,12 @@ from rag_serving.mcp.auth import (
     LOCAL_ACCESS,
     Access,
     ConfigTokenVerifier,
+    ExplainAuthFailures,
     check_tokens,
     current_http_access,
 )
 from rag_serving.mcp.service import RaglineService
+from rag_serving.mcp.tool_errors import argument_errors, unknown_arguments, unknown_tool
 from rag_serving.mcp.tools import AccessResolver, register_tools
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -30,6 +39,47 @@ Start with `search`; cite hits by path, heading and line range; read more with
 and `status` describe what is indexed; `reindex` refreshes a source."""
 
 log = logging.getLogger(__name__)
+
+
+class RaglineMCPServer(MCPServer):
+    """``MCPServer`` whose failed tool calls read as one line: ``search: `k` must be an
+    integer between 1 and 100, got 'abc'`` instead of pydantic's report, unknown
+    arguments refused by name (the SDK ignores them), and no bare "Error executing
+    tool X" (a crash names its exception; its traceback goes to the log)."""
+
+    _schemas: dict[str, dict[str, Any]] | None = None
+
+    async def _input_schemas(self) -> dict[str, dict[str, Any]]:
+        if self._schemas is None:
+            self._schemas = {tool.name: tool.input_schema for tool in await self.list_tools()}
+        return self._schemas
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        schemas = await self._input_schemas()
+        schema = schemas.get(name)
+        if schema is None:
+            raise ToolError(unknown_tool(name, list(schemas)))
+        arguments = arguments or {}
+        unknown = unknown_arguments(name, schema, arguments)
+        if unknown:
+            raise ToolError(unknown)
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError as exc:
+            # What the tools' own wrapper did not catch (e.g. output conversion).
+            cause = exc.__cause__ or exc
+            log.error("ragline: tool %s failed", name, exc_info=cause)
+            raise ToolError(
+                f"{name}: internal error ({type(cause).__name__}); the server's log has the "
+                "traceback"
+            ) from exc
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                raise ToolError(argument_errors(name, cause, schema, arguments)) from cause
+            if isinstance(cause, ToolError):  # raised by the tool: its own message
+                raise ToolError(f"{name}: {cause}") from cause
+            raise
 
 
 def build_server(
@@ -64,7 +114,7 @@ def build_server(
         resolve = _anonymous_full_access
     else:
         resolve = _local_access
-    server = MCPServer(
+    server = RaglineMCPServer(
         "ragline",
         version=_ragline_version(),
         instructions=INSTRUCTIONS,
@@ -115,12 +165,51 @@ def warm_in_background(service: RaglineService) -> None:
     threading.Thread(target=warm, name="ragline-warm-up", daemon=True).start()
 
 
-def run_stdio(config: RaglineConfig) -> None:
-    """Serve over stdin/stdout with full access (the user who started it)."""
+def end_process(code: int) -> NoReturn:
+    """Flush and end the process at once, without interpreter finalisation.
+
+    Why: when stdin closes (or a signal stops the HTTP server) the warm-up thread or
+    a tool's worker thread may still be inside native code with the GIL released,
+    e.g. creating the ONNX Runtime session. At finalisation CPython (3.11–3.13) ends
+    such daemon threads with ``pthread_exit`` as soon as they ask for the GIL back;
+    its forced unwind through onnxruntime's C++ frames calls ``std::terminate``
+    ("terminate called without an active exception", SIGABRT). Nothing needs
+    finalising: the server only reads the index, and a ``reindex`` child process
+    goes on by itself.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    logging.shutdown()
+    os._exit(code)
+
+
+def serve_then_exit(serve: Callable[[], object]) -> NoReturn:
+    """Run ``serve`` and end the process with its outcome as the exit code (0 when the
+    client closed stdin or the HTTP server was stopped by SIGINT/SIGTERM)."""
+    code = 0
+    try:
+        serve()
+    except RaglineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        code = exc.exit_code
+    except SystemExit as exc:  # e.g. uvicorn when the port is taken
+        code = exc.code if isinstance(exc.code, int) else 1
+    except KeyboardInterrupt:
+        code = 130
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    end_process(code)
+
+
+def run_stdio(config: RaglineConfig) -> NoReturn:
+    """Serve over stdin/stdout with full access (the user who started it); the process
+    ends when the client closes stdin."""
     service = RaglineService(config)
     server = build_server(config, auth="local", service=service)
     warm_in_background(service)
-    server.run("stdio")
+    serve_then_exit(lambda: server.run("stdio"))
 
 
 def run_http(
@@ -130,8 +219,9 @@ def run_http(
     *,
     no_auth: bool = False,
     allowed_hosts: list[str] | None = None,
-) -> None:
-    """Serve streamable HTTP on ``host:port`` (path ``/mcp``), bearer tokens required."""
+) -> NoReturn:
+    """Serve streamable HTTP on ``host:port`` (path ``/mcp``), bearer tokens required;
+    the process ends when the server stops (SIGINT or SIGTERM)."""
     if no_auth and host not in LOOPBACK:
         raise ConfigError(
             f"--no-auth is only allowed on a loopback address, not {host}; configure "
@@ -148,10 +238,13 @@ def run_http(
         log_level="INFO",
         service=service,
     )
-    warm_in_background(service)
-    server.run(
-        "streamable-http",
-        host=host,
-        port=port,
-        transport_security=transport_security(host, port, allowed_hosts or []),
+    app = ExplainAuthFailures(
+        server.streamable_http_app(
+            transport_security=transport_security(host, port, allowed_hosts or []), host=host
+        )
     )
+    import uvicorn
+
+    uvicorn_server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info"))
+    warm_in_background(service)
+    serve_then_exit(uvicorn_server.run)

@@ -2,13 +2,16 @@
 
 Each tool resolves the caller's access first (in the request's own task), then runs
 the index work in a worker thread. ragline's own errors reach the model as
-``ToolError`` messages it can read and act on.
+``ToolError`` messages it can read and act on; anything else is logged with its
+traceback and reaches the model as one line naming the exception.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 
 import anyio.to_thread
@@ -29,8 +32,10 @@ from rag_serving.mcp.models import (
 )
 from rag_serving.mcp.search import SearchRequest
 from rag_serving.mcp.service import RaglineService
+from rag_serving.mcp.tool_errors import crash_reason, one_line, redact_paths
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 AccessResolver = Callable[[], Access]
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
@@ -85,12 +90,20 @@ source to keep waiting — it does not start a second run."""
 def register_tools(server: MCPServer, service: RaglineService, resolve: AccessResolver) -> None:
     """Add ragline's tools to ``server``; ``resolve`` names the caller's access."""
 
+    config = service.config
+    # Server paths a message may name; only the local user sees them.
+    roots = [config.data_dir, *(s.path for s in config.sources), Path.home()]
+
     async def call(fn: Callable[..., T], /, **kwargs: object) -> T:
         access = resolve()
         try:
             return await anyio.to_thread.run_sync(functools.partial(fn, access, **kwargs))
         except RaglineError as exc:
-            raise ToolError(str(exc)) from exc
+            message = one_line(str(exc))
+            raise ToolError(message if access.local else redact_paths(message, roots)) from exc
+        except Exception as exc:
+            log.exception("ragline: %s failed", getattr(fn, "__name__", "tool"))
+            raise ToolError(crash_reason(exc, local=access.local, roots=roots)) from exc
 
     async def search(
         query: Annotated[

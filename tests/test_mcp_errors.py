@@ -1,0 +1,138 @@
+"""What an MCP client reads when a tool call fails: one line naming the tool, the
+argument and what it must be — never pydantic's report or a bare "Error executing
+tool X" — and, for a crash, the exception in one line while the server logs the
+traceback. Over HTTP no server path is shown in those lines."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.server import MCPServer
+
+from rag_serving.config import RaglineConfig, parse_config_file
+from rag_serving.mcp import build_server
+from tests.conftest import write_config
+
+
+@pytest.fixture(scope="module")
+def server(sample_index: RaglineConfig) -> MCPServer:
+    return build_server(sample_index)
+
+
+def error_of(server: MCPServer, name: str, arguments: dict[str, Any]) -> str:
+    async def run() -> Any:
+        async with Client(server) as client:
+            return await client.call_tool(name, arguments)
+
+    result = anyio.run(run)
+    assert result.is_error, f"{name}({arguments}) did not fail"
+    return str(result.content[0].text)
+
+
+BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
+    ("search", {"query": "x", "k": "abc"},
+     "search: `k` must be an integer between 1 and 100, got 'abc'"),
+    ("search", {"query": "x", "k": 0}, "search: `k` must be an integer between 1 and 100, got 0"),
+    ("search", {"query": "x", "k": 101},
+     "search: `k` must be an integer between 1 and 100, got 101"),
+    ("search", {"query": 5}, "search: `query` must be a string, got 5"),
+    ("search", {}, "search: `query` is required (a string)"),
+    ("search", {"query": "x", "mode": "fuzzy"},
+     "search: `mode` must be one of 'hybrid', 'bm25', 'vector', got 'fuzzy'"),
+    ("search", {"query": "x", "sources": "notes"},
+     "search: `sources` must be a list of strings, got 'notes'"),
+    ("search", {"query": "x", "tags": [1, 2]}, "search: `tags` must be a list of strings, got [1, 2]"),
+    ("search", {"query": "x", "limit": 5},
+     "search: unknown argument `limit` (did you mean `k`?); it takes: query, k, mode, sources, "
+     "kinds, types, path_prefix, tags, after, before"),
+    ("search", {"query": "x", "sources": ["nope"]}, "search: unknown source 'nope'; did you mean"),
+    ("search", {"query": "x", "after": "yesterday"}, "search: after 'yesterday' is not a date"),
+    ("search", {"query": ""}, "search: the query is empty"),
+    ("search", {"query": "sourdough " * 1000}, "search: the query is 10,000 characters long"),
+    ("open", {}, "open: give `id` (a doc_id or chunk_id from search), or `source` and `path`"),
+    ("open", {"id": "0123456789abcdef0123456789abcdef"},
+     "open: no indexed note or chunk has id '0123456789abcdef0123456789abcdef'"),
+    ("open", {"source": "nope", "path": "a.md"}, "open: unknown source 'nope'"),
+    ("open", {"source": "notes", "path": "No such note.md"},
+     "open: no indexed note at notes:No such note.md; "),
+    ("open", {"id": "x", "start_line": 0}, "open: `start_line` must be an integer of at least 1, got 0"),
+    ("open", {"id": "x", "end_line": "ten"},
+     "open: `end_line` must be an integer of at least 1, got 'ten'"),
+    ("open", {"source": "notes", "path": "Kubernetes.md", "start_line": 9, "end_line": 2},
+     "open: end_line 2 is before start_line 9"),
+    ("open", {"source": "notes", "path": "Kubernetes.md", "section": "Nope"},
+     "open: no section 'Nope' in this document"),
+    ("open", {"id": "x", "max_lines": 9999},
+     "open: `max_lines` must be an integer between 1 and 5000, got 9999"),
+    ("neighbors", {"id": 5}, "neighbors: `id` must be a string, got 5"),
+    ("neighbors", {"doc_id": "abc"},
+     "neighbors: unknown argument `doc_id` (did you mean `id`?); it takes: id, source, path"),
+    ("neighbors", {"source": "notes", "path": "missing.md"},
+     "neighbors: no indexed note at notes:missing.md; "),
+    ("list_sources", {"source": "notes"}, "list_sources: unknown argument `source`; it takes no"),
+    ("status", {"verbose": True}, "status: unknown argument `verbose`; it takes no arguments"),
+    ("reindex", {}, "reindex: `source` is required (a string)"),
+    ("reindex", {"source": "nope"}, "reindex: unknown source 'nope'"),
+    ("reindex", {"source": "notes", "wait_seconds": -1},
+     "reindex: `wait_seconds` must be a number between 0 and 3600, got -1"),
+    ("reindex", {"source": "notes", "full": "maybe"}, "reindex: `full` must be true or false, got 'maybe'"),
+    ("serch", {"query": "x"}, "unknown tool 'serch'; did you mean 'search'?"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("tool", "arguments", "expected"), BAD_CALLS)
+def test_bad_arguments_read_as_one_line(
+    server: MCPServer, tool: str, arguments: dict[str, Any], expected: str
+) -> None:
+    message = error_of(server, tool, arguments)
+    assert message.startswith(expected), message
+    assert "\n" not in message and len(message) < 400, message
+    for noise in ("validation error", "pydantic", "Error executing tool", "input_type"):
+        assert noise not in message, message
+
+
+@pytest.fixture(scope="module")
+def broken_index(sample_index: RaglineConfig, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the sample index whose documents table lost its data files (a disk
+    error, a sync tool): LanceDB fails with its own exception, not a RaglineError."""
+    root = tmp_path_factory.mktemp("broken-index")
+    shutil.copytree(sample_index.data_dir, root / "data")
+    for data_file in (root / "data" / "lancedb" / "documents.lance" / "data").iterdir():
+        data_file.unlink()
+    sources = [{"name": s.name, "kind": s.kind, "path": str(s.path)} for s in sample_index.sources]
+    return write_config(root, sources, data_dir=root / "data")
+
+
+def test_a_crash_reaches_the_client_as_one_line_and_the_log_has_the_traceback(
+    broken_index: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = build_server(parse_config_file(broken_index))
+    with caplog.at_level(logging.ERROR, logger="rag_serving.mcp"):
+        message = error_of(server, "open", {"source": "notes", "path": "Kubernetes.md"})
+    assert message.startswith("open: internal error (RuntimeError: "), message
+    assert message.endswith("; the server's log has the traceback"), message
+    assert "\n" not in message
+    assert any(r.exc_info and "open failed" in r.getMessage() for r in caplog.records)
+
+
+def test_no_server_path_in_errors_over_http(broken_index: Path) -> None:
+    """auth="none" is what `ragline mcp --http --no-auth` serves: not the local user."""
+    config = parse_config_file(broken_index)
+    server = build_server(config, auth="none")
+    data_dir = str(config.data_dir)
+    for tool, arguments in (
+        ("open", {"source": "notes", "path": "Kubernetes.md"}),
+        ("search", {"query": "sourdough"}),
+    ):
+        message = error_of(server, tool, arguments)
+        assert "internal error" in message and "<path>" in message, message
+        assert data_dir not in message and data_dir.lstrip("/") not in message, message
+    # The local user (stdio) sees the path: it is theirs.
+    local = error_of(build_server(config), "open", {"source": "notes", "path": "Kubernetes.md"})
+    assert data_dir.lstrip("/") in local
