@@ -40,6 +40,10 @@ class RunOutcome:
     error: str | None = None
     assets: dict[str, dict[str, Any]] = field(default_factory=dict)
     run_url: str | None = None
+    # The source's items that failed / were skipped, counted from the index as
+    # `status` counts them (a run's own counts only cover the items it parsed).
+    failed_items: int | None = None
+    skipped_items: int | None = None
 
     def summary(self) -> str:
         """One line, like ``ragline index`` prints."""
@@ -53,10 +57,12 @@ class RunOutcome:
         files = self.assets.get("raw_files", {})
         docs = self.assets.get("parsed_documents", {})
         emb = self.assets.get("embeddings", {})
+        failed = docs.get("failed", 0) if self.failed_items is None else self.failed_items
+        skipped = docs.get("skipped", 0) if self.skipped_items is None else self.skipped_items
         return (
             f"{self.source}: {files.get('dagster/row_count', 0)} files ({files.get('new', 0)} new, "
             f"{files.get('changed', 0)} changed, {files.get('deleted', 0)} deleted), "
-            f"{docs.get('failed', 0)} failed, {docs.get('skipped', 0)} skipped; "
+            f"{failed} failed, {skipped} skipped; "
             f"{emb.get('dagster/row_count', 0)} chunks ({emb.get('embedded', 0)} embedded) "
             f"in {self.seconds:.1f}s"
         )
@@ -86,8 +92,16 @@ class Reindexer:
         """Run ``source`` through Dagster when ``ragline ui`` runs, else in-process.
 
         A run of ``source`` that an earlier call left going is waited for instead of
-        starting another one.
+        starting another one. A finished run's failed and skipped items are the
+        source's, counted as `status` counts them.
         """
+        outcome = self._run(source, full, wait_s)
+        if outcome.success is not None:
+            failed, skipped = _item_problems(self.config, source)
+            outcome.failed_items, outcome.skipped_items = failed, skipped
+        return outcome
+
+    def _run(self, source: str, full: bool, wait_s: float) -> RunOutcome:
         with self._lock:
             pending = self._dagster_runs.get(source)
         if pending is not None:
@@ -179,6 +193,16 @@ class Reindexer:
             command, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, cwd=Path.cwd()
         )
         return _Child(process, stdout, stderr, time.monotonic())
+
+
+def _item_problems(config: RaglineConfig, source: str) -> tuple[int, int]:
+    """(failed, skipped) items of ``source`` in the index, as `status` reports them."""
+    from rag_serving.status import index_status
+
+    state = next(
+        (s for s in index_status(config, check_pending=False).sources if s.name == source), None
+    )
+    return (state.count("error"), state.count("skipped")) if state else (0, 0)
 
 
 def _read_outcome(source: str, child: _Child) -> RunOutcome:
