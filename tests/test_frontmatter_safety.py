@@ -217,6 +217,7 @@ def test_many_bad_values_give_a_bounded_number_of_warnings() -> None:
         ("n: !!bool soon", "soon", "'n': 'soon' is not a valid boolean (not written as one)"),
         ("n: !!timestamp soon", "soon", "'n': 'soon' is not a valid date (not written as one)"),
         ("n: " + "9" * 5000, "9" * 5000, "is not a valid integer (5,000 characters long)"),
+        ("n: !!int", "", "'n': '' is not a valid integer (not written as one)"),
     ],
 )
 def test_other_scalars_that_raise_are_kept_as_text(
@@ -226,6 +227,15 @@ def test_other_scalars_that_raise_are_kept_as_text(
     assert note.frontmatter == {"n": expected}
     assert len(note.warnings) == 1 and warning in note.warnings[0]
     assert note.warnings[0].endswith("; kept as text")
+
+
+def test_a_scalar_tag_on_a_list_or_map_is_a_warning() -> None:
+    note = parse("---\nx: !!int [1]\ny: 2\n---\nbody\n")
+    assert note.frontmatter == {}
+    assert note.warnings == [
+        "invalid YAML frontmatter (line 2): the tag 'tag:yaml.org,2002:int' needs a single "
+        "value; metadata ignored"
+    ]
 
 
 def test_numbers_past_64_bits_are_stored_as_text() -> None:

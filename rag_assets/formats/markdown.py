@@ -189,11 +189,16 @@ def _lenient(tag: str) -> None:
     strict = yaml.SafeLoader.yaml_constructors[f"tag:yaml.org,2002:{tag}"]
 
     def construct(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+        if not isinstance(node, yaml.ScalarNode):  # ``!!int [1]``: a tag on a list or map
+            raise _Refused(
+                problem=f"the tag {node.tag!r} needs a single value",
+                problem_mark=node.start_mark,
+            )
         try:
             value = strict(loader, node)
         except (ValueError, OverflowError) as exc:
             return _invalid(node.value, tag, _reason(str(exc), len(node.value)))
-        except (TypeError, KeyError, AttributeError, yaml.constructor.ConstructorError):
+        except (TypeError, KeyError, IndexError, AttributeError, yaml.constructor.ConstructorError):
             # An explicit tag on text of another shape (``!!timestamp soon``).
             return _invalid(node.value, tag, "not written as one")
         # Integers past 64 bits stay text: JSON readers and Arrow cannot hold them.
@@ -287,8 +292,8 @@ def _split_frontmatter(
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         warnings.append(f"invalid YAML frontmatter{where}: {problem}; metadata ignored")
         return None, body, body_start, raw, 2
-    except (RecursionError, MemoryError, ValueError, TypeError) as exc:
-        # Not expected past the loader's limits; still a note's metadata, never its body.
+    except Exception as exc:
+        # Not expected past the loader's guards; still the note's metadata, never its body.
         reason = " ".join(str(exc).split())[:120] or type(exc).__name__
         warnings.append(f"YAML frontmatter cannot be read ({reason}); metadata ignored")
         return None, body, body_start, raw, 2
