@@ -16,8 +16,12 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+import types
+import typing
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from pydantic import (
     BaseModel,
@@ -82,6 +86,15 @@ class ChunkingConfig(_Strict):
         default=None, ge=16, description="hard cap; defaults to the embedder's input limit"
     )
 
+    @model_validator(mode="after")
+    def _target_fits(self) -> ChunkingConfig:
+        if self.max_tokens is not None and self.target_tokens > self.max_tokens:
+            raise ValueError(
+                f"target_tokens ({self.target_tokens}) is above max_tokens "
+                f"({self.max_tokens}); lower target_tokens or raise max_tokens"
+            )
+        return self
+
 
 class SearchWeights(_Strict):
     # Defaults measured with `ragline eval` (docs/benchmarks.md, fusion_experiments).
@@ -100,6 +113,75 @@ class SearchConfig(_Strict):
     weights: SearchWeights = SearchWeights()
 
 
+def _close(name: str, candidates: Iterable[str], limit: int = 3) -> str:
+    """'; did you mean ...?' for close matches of ``name``, else nothing."""
+    from rag_serving.suggest import close_matches
+
+    matches = close_matches(name, candidates, limit)
+    return f"; did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
+
+
+# Cron fields as Dagster reads them (its vendored croniter): ranges, names, the
+# special forms it accepts; tests/test_config_validation.py checks agreement.
+_CRON_ALIASES = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
+_CRON_FIELDS = (
+    ("minute", 0, 59, ()),
+    ("hour", 0, 23, ()),
+    ("day-of-month", 1, 31, ()),
+    ("month", 1, 12, ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
+                      "nov", "dec")),
+    ("day-of-week", 0, 7, ("sun", "mon", "tue", "wed", "thu", "fri", "sat")),
+)  # fmt: skip
+
+
+def cron_problem(expression: str) -> str | None:
+    """Why ``expression`` is not a five-field cron schedule Dagster accepts; None if it is."""
+    text = expression.strip()
+    if text.lower() in _CRON_ALIASES:
+        return None
+    fields = text.split()
+    if len(fields) != 5:
+        return f"it has {len(fields)} fields, not 5"
+    for field, (label, low, high, names) in zip(fields, _CRON_FIELDS, strict=True):
+        for item in field.split(","):
+            problem = _cron_item_problem(item, label, low, high, names)
+            if problem:
+                return problem
+    month, day = fields[3].lower(), fields[2]
+    if month in {"2", "feb"} and day in {"30", "31"}:
+        return f"February has no day {day}"
+    return None
+
+
+def _cron_item_problem(
+    item: str, label: str, low: int, high: int, names: tuple[str, ...]
+) -> str | None:
+    def value(token: str) -> int | None:
+        if token.lower() in names:
+            return names.index(token.lower()) + (1 if label == "month" else 0)
+        return int(token) if token.isdigit() else None
+
+    if label == "day-of-week" and "#" in item:
+        day, _, nth = item.partition("#")
+        if value(day) is None or not nth.isdigit() or not 1 <= int(nth) <= 5:
+            return f"{item!r} is not a valid {label} (N#K: weekday N, K-th of the month, K 1-5)"
+        item = day
+    base, slash, step = item.partition("/")
+    if slash and not (step.isdigit() and int(step) > 0):
+        return f"{item!r}: the step after '/' must be a whole number above 0"
+    if base == "*" or (base == "?" and label in {"day-of-month", "day-of-week"}):
+        return None
+    if base in {"L", "l"} and label == "day-of-month" and not slash:
+        return None
+    for token in base.split("-", 1):
+        if not token:
+            return f"{item!r} is not a valid {label} ({low}-{high})"
+        number = value(token)
+        if number is None or not low <= number <= high:
+            return f"{token!r} is not a valid {label} ({low}-{high})"
+    return None
+
+
 class FreshnessConfig(_Strict):
     """How the Dagster sensors and schedules keep the index fresh."""
 
@@ -109,6 +191,31 @@ class FreshnessConfig(_Strict):
     timezone: str = "UTC"
     # LanceDB versions older than this are removed by maintenance.
     keep_versions_hours: float = Field(default=24.0, ge=0)
+
+    @field_validator("reconcile_cron", "maintenance_cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        problem = cron_problem(value)
+        if problem:
+            raise ValueError(
+                f"{value!r} is not a cron schedule: {problem} (five fields: minute hour "
+                'day-of-month month day-of-week, e.g. "0 3 * * *" for 03:00 every day)'
+            )
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str) -> str:
+        if value in {"UTC", "utc"}:
+            return value
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f"unknown timezone {value!r}{_close(value, available_timezones())} "
+                '(an IANA name such as "Europe/Berlin" or "UTC")'
+            ) from None
+        return value
 
 
 class McpToken(_Strict):
@@ -232,6 +339,7 @@ class DocumentsSourceConfig(FileSourceConfig, _OcrSettings):
 SourceConfig = Annotated[MarkdownSourceConfig | DocumentsSourceConfig, Field(discriminator="kind")]
 SOURCE_KINDS = ("markdown", "documents")
 EMBEDDER_PROVIDERS = ("sentence-transformers", "ollama")
+DEFAULT_PROVIDER = "sentence-transformers"
 
 
 class RaglineConfig(_Strict):
@@ -255,6 +363,30 @@ class RaglineConfig(_Strict):
                 raise ValueError(f"source name {source.name!r} is used twice")
             seen.add(source.name)
         return sources
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_provider(cls, data: Any) -> Any:
+        # `[embedder]` without `provider` means the documented default, so that
+        # `model = "..."` alone works (pydantic's discriminator would need the tag).
+        if isinstance(data, dict) and isinstance(data.get("embedder"), dict):
+            embedder = data["embedder"]
+            if "provider" not in embedder:
+                data = {**data, "embedder": {"provider": DEFAULT_PROVIDER, **embedder}}
+        return data
+
+    @model_validator(mode="after")
+    def _token_sources(self) -> RaglineConfig:
+        names = [s.name for s in self.sources]
+        for index, token in enumerate(self.mcp.tokens):
+            for name in token.sources:
+                if name != "*" and name not in names:
+                    raise ValueError(
+                        f"mcp.tokens[{index}].sources: user {token.user!r} is given unknown source "
+                        f"{name!r}{_close(name, names)} (configured: "
+                        f"{', '.join(names) or 'none'}; '*' for all)"
+                    )
+        return self
 
     def source(self, name: str) -> FileSourceConfig:
         """The source called ``name``; raises ConfigError listing close matches."""
@@ -317,26 +449,129 @@ def parse_config_file(path: Path) -> RaglineConfig:
 def _describe_validation_error(path: Path, raw: dict, exc: ValidationError) -> str:
     lines = []
     for error in exc.errors():
-        key = _dotted(error["loc"], raw)
+        loc = tuple(error["loc"])
+        key = _dotted(loc, raw)
+        kind = error["type"]
         message = error["msg"].removeprefix("Value error, ")
-        if error["type"] == "union_tag_invalid":
-            tag = error.get("ctx", {}).get("discriminator", "").strip("'")
-            key = f"{key}.{tag}"
-            value = error.get("ctx", {}).get("tag")
-            known = SOURCE_KINDS if tag == "kind" else EMBEDDER_PROVIDERS
-            message = f"unknown {tag} {value!r}; supported: {', '.join(known)}"
-            lines.append(f"{path}: {key}: {message}")
-            continue
-        elif error["type"] == "extra_forbidden":
-            message = "unknown key (check the spelling; see docs/configuration.md)"
-        elif error["type"] == "missing":
-            message = "required key is missing"
+        ctx = error.get("ctx", {})
         value = error.get("input")
-        shown = (
-            f" (got {value!r})" if error["type"] not in {"missing"} and _is_scalar(value) else ""
-        )
+        shown = f" (got {value!r})" if _is_scalar(value) else ""
+        if kind == "union_tag_invalid":
+            tag = str(ctx.get("discriminator", "")).strip("'")
+            known = SOURCE_KINDS if tag == "kind" else EMBEDDER_PROVIDERS
+            key, shown = f"{key}.{tag}", ""
+            message = f"unknown {tag} {ctx.get('tag')!r}; supported: {', '.join(known)}"
+        elif kind == "union_tag_not_found" and loc[:1] == ("sources",):
+            name = value.get("name") if isinstance(value, dict) else None
+            who = f"source {name!r}" if isinstance(name, str) else key
+            key, shown = f"{key}.kind", ""
+            choices = " or ".join(f'"{k}"' for k in SOURCE_KINDS)
+            message = f"{who} has no `kind`; add kind = {choices}"
+        elif kind == "extra_forbidden":
+            message = "unknown key" + _unknown_key_hint(loc)
+            shown = ""
+        elif kind == "missing":
+            message, shown = "required key is missing", ""
+        elif kind in {"list_type"} and loc == ("sources",):
+            message = "write each source as a [[sources]] block (double brackets)"
+            shown = ""
+        elif kind in {"model_type", "model_attributes_type", "dict_type"}:
+            message, shown = f"must be a table ([{key}] or {key} = {{ ... }})", ""
+        elif loc == ():
+            # A check across keys: its message starts with the key it is about.
+            key, _, message = message.partition(": ")
+        if shown and repr(value) in message:
+            shown = ""
         lines.append(f"{path}: {key}: {message}{shown}")
     return "\n".join(lines)
+
+
+def _unknown_key_hint(loc: tuple) -> str:
+    """'; did you mean ...?' from the keys allowed where the unknown key was found,
+    or the variant (provider, kind) that has the key."""
+    found = _model_at(loc[:-1])
+    name = str(loc[-1])
+    if found is None:
+        return " (check the spelling; see docs/configuration.md)"
+    model, siblings = found
+    allowed = [f for f in model.model_fields if f != "config_path"]
+    for sibling in siblings:
+        tag, tag_value = _tag_of(sibling)
+        if name in sibling.model_fields and name not in allowed:
+            this = _tag_of(model)[1]
+            return (
+                f' for {tag} "{this}"; it is a key of {tag} = "{tag_value}" '
+                f'(set {tag} = "{tag_value}" to use it)'
+            )
+    suggestion = _close(name, allowed, limit=1)
+    return suggestion or f"; allowed here: {', '.join(allowed)}"
+
+
+def _model_at(loc: tuple) -> tuple[type[BaseModel], list[type[BaseModel]]] | None:
+    """The model class at a validation-error location, and its variants (the other
+    members of a tagged union) when it was chosen by a tag."""
+    current: Any = RaglineConfig
+    siblings: list[type[BaseModel]] = []
+    for item in loc:
+        current = _strip(current)
+        members = _union_models(current)
+        if isinstance(item, int):
+            args = typing.get_args(current)
+            if typing.get_origin(current) is not list or not args:
+                return None
+            current = args[0]
+        elif members:
+            chosen = [m for m in members if _tag_of(m)[1] == item]
+            if not chosen:
+                return None
+            current, siblings = chosen[0], [m for m in members if m is not chosen[0]]
+        elif isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(str(item))
+            if field is None:
+                return None
+            current, siblings = field.annotation, []
+        else:
+            return None
+    current = _strip(current)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return current, siblings
+    members = _union_models(current)
+    return (members[0], members[1:]) if members else None
+
+
+def _strip(annotation: Any) -> Any:
+    """``X`` from ``Annotated[X, ...]`` and ``X | None``."""
+    while True:
+        if typing.get_origin(annotation) is Annotated:
+            annotation = typing.get_args(annotation)[0]
+            continue
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if _is_union(annotation) and len(args) == 1:
+            annotation = args[0]
+            continue
+        return annotation
+
+
+def _is_union(annotation: Any) -> bool:
+    return typing.get_origin(annotation) in {typing.Union, types.UnionType}
+
+
+def _union_models(annotation: Any) -> list[type[BaseModel]]:
+    if not _is_union(annotation):
+        return []
+    return [
+        a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)
+    ]
+
+
+def _tag_of(model: type[BaseModel]) -> tuple[str, str | None]:
+    """(discriminator key, its value) of a union member: ``kind`` or ``provider``."""
+    for tag in ("kind", "provider"):
+        field = model.model_fields.get(tag)
+        if field is not None:
+            values = typing.get_args(field.annotation)
+            return tag, values[0] if values else None
+    return "", None
 
 
 def _is_scalar(value: object) -> bool:
@@ -353,6 +588,60 @@ def _dotted(loc: tuple, raw: dict) -> str:
         else:
             parts.append(str(item))
     return ".".join(parts) or "(top level)"
+
+
+MISSING_SOURCE_HINT = "fix `path` (or mount the disk that holds it)"
+
+
+def data_dir_problems(config: RaglineConfig, writable: bool = True) -> list[str]:
+    """Why ``data_dir`` cannot hold an index (a file, or a folder that cannot be
+    created or written), one line each naming the config file; empty when usable.
+    ``writable=False``: only what also stops reading it (a file in its place)."""
+    where = f"{config.config_path}: data_dir"
+    data_dir = config.data_dir
+    if data_dir.exists() and not data_dir.is_dir():
+        return [f"{where}: {data_dir} is a file, not a folder; point data_dir at a folder"]
+    existing = data_dir
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return [f"{where}: cannot create {data_dir}: {existing} is a file, not a folder"]
+    if not writable:
+        return []
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return [f"{where}: cannot write to {existing}; choose another data_dir or make it writable"]
+    return []
+
+
+def source_path_problems(config: RaglineConfig, names: Iterable[str] | None = None) -> list[str]:
+    """Why a source's ``path`` cannot be indexed (missing, a file, unreadable), one
+    line per source (of ``names``, or all) naming the config file and the key."""
+    wanted = None if names is None else set(names)
+    lines = []
+    for index, source in enumerate(config.sources):
+        if wanted is not None and source.name not in wanted:
+            continue
+        where = f"{config.config_path}: sources[{index}].path: source {source.name!r}"
+        folder = source.path
+        if not folder.exists():
+            lines.append(f"{where}: {folder} does not exist; {MISSING_SOURCE_HINT}")
+        elif not folder.is_dir():
+            lines.append(
+                f"{where}: {folder} is a file, not a folder; give the folder that holds it "
+                "(and select files with `include`)"
+            )
+        elif not os.access(folder, os.R_OK | os.X_OK):
+            lines.append(f"{where}: {folder} cannot be read (permission denied)")
+    return lines
+
+
+def require_usable(config: RaglineConfig, sources: Iterable[str] | None = None) -> None:
+    """Raise one ConfigError listing every problem of ``data_dir`` and of the paths of
+    ``sources`` (None: every source): the checks that need the file system, run by
+    the commands that write the index or watch the sources."""
+    lines = data_dir_problems(config) + source_path_problems(config, sources)
+    if lines:
+        raise ConfigError("\n".join(lines))
 
 
 def _resolve_paths(config: RaglineConfig, path: Path) -> RaglineConfig:

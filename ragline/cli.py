@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
+from rag_serving.config import MISSING_SOURCE_HINT as _MISSING_HINT
 from rag_serving.config import SOURCE_KINDS, RaglineConfig, load_config
 from rag_serving.errors import RaglineError
 
@@ -27,23 +28,53 @@ def handle_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except RaglineError as exc:
-            click.secho("error: ", fg="red", bold=True, err=True, nl=False)
-            click.echo(str(exc), err=True)
+            for line in str(exc).splitlines() or [type(exc).__name__]:
+                click.secho("error: ", fg="red", bold=True, err=True, nl=False)
+                click.echo(line, err=True)
             sys.exit(exc.exit_code)
 
     return wrapper  # type: ignore[return-value]
 
 
 class Context:
-    def __init__(self, config_path: str | None):
+    def __init__(self, config_path: str | None, command: str | None = None):
         self.config_path = config_path
+        self.command = command
         self._config: RaglineConfig | None = None
 
     @property
     def config(self) -> RaglineConfig:
         if self._config is None:
-            self._config = load_config(self.config_path)
+            config = load_config(self.config_path)
+            _check_paths_for(self.command, config)
+            self._config = config
         return self._config
+
+
+def _check_paths_for(command: str | None, config: RaglineConfig) -> None:
+    """The file-system checks of the config that ``command`` needs (exit 2 on a
+    problem), before any Dagster or server code runs. ``index`` checks the sources
+    it indexes itself; search and status read what is indexed and check nothing."""
+    from rag_serving.config import data_dir_problems, source_path_problems
+    from rag_serving.errors import ConfigError
+
+    if command == "ui":
+        # A source folder that is missing (an unplugged disk) does not stop the UI:
+        # the other sources stay fresh; a path that can never work does.
+        problems = source_path_problems(config)
+        missing = [line for line in problems if line.endswith(_MISSING_HINT)]
+        lines = data_dir_problems(config) + [p for p in problems if p not in missing]
+        if lines:
+            raise ConfigError("\n".join(lines))
+        for line in missing:
+            click.secho("warning: ", fg="yellow", bold=True, err=True, nl=False)
+            click.echo(line, err=True)
+    elif command == "mcp":
+        # The server only reads the index (reindex runs go through Dagster, which
+        # reports its own problems): a data_dir that is a file is the one mistake.
+        lines = data_dir_problems(config, writable=False)
+        if lines:
+            raise ConfigError("\n".join(lines))
 
 
 pass_context = click.make_pass_decorator(Context)
@@ -61,7 +92,7 @@ pass_context = click.make_pass_decorator(Context)
 @click.pass_context
 def cli(ctx: click.Context, config_path: str | None) -> None:
     """ragline: a local-first personal knowledge index with hybrid search."""
-    ctx.obj = Context(config_path)
+    ctx.obj = Context(config_path, ctx.invoked_subcommand)
 
 
 @cli.command()
@@ -124,9 +155,13 @@ def _choose_kind(folder: Path, kind: str | None) -> tuple[str, str]:
 @handle_errors
 def index(ctx: Context, sources: tuple[str, ...], full: bool, as_json: bool) -> None:
     """Index SOURCES (all configured sources when none is named) through Dagster."""
+    from rag_serving.config import require_usable
     from ragline.index_command import run_index
 
-    ok = run_index(ctx.config, list(sources), full, as_json)
+    config = ctx.config
+    names = [config.source(name).name for name in sources]
+    require_usable(config, names or None)
+    ok = run_index(config, names, full, as_json)
     sys.exit(0 if ok else 1)
 
 

@@ -111,7 +111,28 @@ def _outcome(name: str, result: Any, seconds: float, deferred: bool) -> SourceRu
 
 
 def _root_message(error: Any) -> str:
-    """The innermost cause of a Dagster error: what the user needs to read."""
-    while getattr(error, "cause", None) is not None:
-        error = error.cause
-    return str(error.message).strip().splitlines()[-1] if error.message else str(error)
+    """What the user needs to read from a Dagster error: the outermost ragline error
+    in its chain of causes (it says what to do, e.g. which Ollama host is down; the
+    library error under it does not), else the innermost cause."""
+    ours = {cls.__name__ for cls in _subclasses(RaglineError)}
+    chain = [error]
+    while getattr(chain[-1], "cause", None) is not None:
+        chain.append(chain[-1].cause)
+    chosen = next((e for e in chain if getattr(e, "cls_name", None) in ours), chain[-1])
+    message = str(chosen.message or chosen).strip()
+    if chosen.cls_name in ours:
+        # "rag_serving.errors.X: text" -> "text" (ragline's messages stand alone)
+        message = (
+            message.split(": ", 1)[1]
+            if message.split(": ", 1)[0].endswith(chosen.cls_name)
+            else message
+        )
+        return " ".join(message.split())
+    return message.splitlines()[-1] if message else str(chosen)
+
+
+def _subclasses(cls: type) -> list[type]:
+    found = [cls]
+    for sub in cls.__subclasses__():
+        found += _subclasses(sub)
+    return found
