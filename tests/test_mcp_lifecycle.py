@@ -69,6 +69,34 @@ def test_quick_clients_see_a_clean_exit(sample_index: RaglineConfig, tmp_path: P
         assert int(rc_file.read_text()) == 0, f"{tool}: exit code {rc_file.read_text()}"
 
 
+def test_a_client_leaving_during_a_call_sees_a_clean_exit(
+    sample_index: RaglineConfig, tmp_path: Path
+) -> None:
+    """A client that gives up on a call (a timeout, Ctrl-C) and closes stdin: the server
+    abandons the call and exits at once — it used to wait for the call's worker thread,
+    past the client's 2 s grace, and be killed."""
+    rc_file, err_file = tmp_path / "rc", tmp_path / "err"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-c", RECORD_EXIT, str(rc_file), str(err_file), sys.executable, "-m",
+              "ragline.cli", "--config", str(sample_index.config_path), "mcp"],
+        env={"HF_HUB_OFFLINE": "1", "PATH": os.environ.get("PATH", MINIMAL_PATH)},
+    )  # fmt: skip
+
+    async def leave_early() -> bool:
+        async with Client(params, read_timeout_seconds=60) as client:
+            # The first search waits for the index and the query model (seconds).
+            with anyio.move_on_after(0.2) as scope:
+                await client.call_tool("search", {"query": "sourdough starter"})
+        return scope.cancelled_caught
+
+    assert anyio.run(leave_early), "the search answered within 0.2 s: nothing was in flight"
+    stderr = err_file.read_text(errors="replace")
+    assert rc_file.exists(), "the server did not exit within the client's grace period"
+    assert "terminate called" not in stderr, stderr[-2000:]
+    assert int(rc_file.read_text()) == 0, stderr[-2000:]
+
+
 @pytest.fixture()
 def journal_project(sample_vault: Path, tmp_path: Path) -> Path:
     """A config for a copy of the sample journal (nothing indexed yet)."""

@@ -97,7 +97,9 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
     async def call(fn: Callable[..., T], /, **kwargs: object) -> T:
         access = resolve()
         try:
-            return await anyio.to_thread.run_sync(functools.partial(fn, access, **kwargs))
+            return await anyio.to_thread.run_sync(
+                functools.partial(fn, access, **kwargs), abandon_on_cancel=True
+            )
         except RaglineError as exc:
             message = one_line(str(exc))
             raise ToolError(message if access.local else redact_paths(message, roots)) from exc
