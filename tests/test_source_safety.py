@@ -16,6 +16,7 @@ import ctypes
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,10 +26,16 @@ from click.testing import CliRunner
 
 from rag_assets.formats.model import ItemSkipped, ParseOptions
 from rag_assets.sources import ItemStat, source_kind
+from rag_serving import scanning
 from rag_serving.config import MarkdownSourceConfig, RaglineConfig, parse_config_file
 from rag_serving.errors import SourceUnavailableError
 from rag_serving.index.store import IndexStore
-from rag_serving.scanning import OutsideSourceError, iter_source_files, open_source_file
+from rag_serving.scanning import (
+    OutsideSourceError,
+    iter_source_files,
+    open_source_file,
+    pinned_source_file,
+)
 from rag_serving.search import SearchEngine, SearchFilters
 from rag_serving.status import index_status
 from ragline.cli import cli
@@ -231,6 +238,17 @@ def test_a_file_replaced_by_a_link_after_listing_is_not_read(tmp_path: Path) -> 
         kind.content_hash(listed["sub/Deep.md"])
     with pytest.raises(OutsideSourceError):
         open_source_file(notes.resolve(), "../secret/Passwords.md")
+    # Parsers get a path pinned to the checked file; the pin folders of processes
+    # that died are removed by the next process.
+    stale = Path(tempfile.gettempdir(), "ragline-open-4194305-test")  # above pid_max
+    shm = Path("/dev/shm")
+    if os.access(shm, os.W_OK):
+        stale = shm / stale.name
+    stale.mkdir(exist_ok=True)
+    scanning._pin_folders.clear()
+    with pinned_source_file(notes.resolve(), "Fine name.md") as pinned:
+        assert pinned.name == "Fine name.md" and b"otters" in pinned.read_bytes()
+    assert not pinned.exists() and not stale.exists()
     os.mkfifo(notes / "pipe.md")
     with pytest.raises(OutsideSourceError, match="not a regular file"):
         open_source_file(notes.resolve(), "pipe.md")  # never blocks on a pipe
