@@ -185,8 +185,9 @@ def end_process(code: int) -> NoReturn:
 
 
 def serve_then_exit(serve: Callable[[], object]) -> NoReturn:
-    """Run ``serve`` and end the process with its outcome as the exit code (0 when the
-    client closed stdin or the HTTP server was stopped by SIGINT/SIGTERM)."""
+    """Run ``serve`` and end the process with its outcome as the exit code: 0 when the
+    stdio client closed stdin; 130 for Ctrl-C (SIGINT); an HTTP server stopped by
+    SIGTERM shuts down gracefully and then dies of that signal (uvicorn re-raises it)."""
     code = 0
     try:
         serve()

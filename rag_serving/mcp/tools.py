@@ -97,6 +97,8 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
     async def call(fn: Callable[..., T], /, **kwargs: object) -> T:
         access = resolve()
         try:
+            # Abandoned on cancel (the client cancelled, or left and closed stdin): the
+            # thread finishes on its own, and the server can answer or exit at once.
             return await anyio.to_thread.run_sync(
                 functools.partial(fn, access, **kwargs), abandon_on_cancel=True
             )
