@@ -136,3 +136,13 @@ def test_no_server_path_in_errors_over_http(broken_index: Path) -> None:
     # The local user (stdio) sees the path: it is theirs.
     local = error_of(build_server(config), "open", {"source": "notes", "path": "Kubernetes.md"})
     assert data_dir.lstrip("/") in local
+
+
+def test_ragline_errors_hide_server_paths_over_http(tmp_path: Path) -> None:
+    """ragline's own messages name paths for the local user ("no index at /home/…")."""
+    config_path = write_config(tmp_path, [{"name": "notes", "kind": "markdown", "path": "."}])
+    config = parse_config_file(config_path)
+    remote = error_of(build_server(config, auth="none"), "search", {"query": "x"})
+    assert remote == "search: no index at <path> yet; build it with `ragline index`", remote
+    local = error_of(build_server(config), "search", {"query": "x"})
+    assert str(config.data_dir) in local
