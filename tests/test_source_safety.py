@@ -321,8 +321,20 @@ def test_a_vanished_source_root_fails_its_run_and_keeps_the_index(tmp_path: Path
     assert outcome.error is not None and "\n" not in outcome.error
     assert "'usb'" in outcome.error and "does not exist" in outcome.error
     assert _hits(config, "diskword") == [("usb", "Disk.md")]  # still answered
+    # An unmounted disk's mount point, left empty, is not every note deleted.
+    vault.mkdir()
+    (outcome,) = _index(config)
+    assert not outcome.success and "lists nothing" in (outcome.error or ""), outcome.error
+    assert "--full usb" in (outcome.error or "")
+    assert _paths(config, "usb") == {"Disk.md"}
+    vault.rmdir()
     (tmp_path / "unplugged").rename(vault)
     (outcome,) = _index(config)
     assert outcome.success, outcome.error
     files = outcome.metadata["raw_files"]
     assert (files["new"], files["changed"], files["deleted"]) == (0, 0, 0)
+    # A full run empties the index of a source that really is empty.
+    (vault / "Disk.md").unlink()
+    (outcome,) = index_sources(parse_config_file(config.config_path), ["usb"], full=True)
+    assert outcome.success, outcome.error
+    assert _paths(config, "usb") == set()

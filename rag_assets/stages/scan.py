@@ -4,7 +4,9 @@ An item listed with a problem (a link leading outside the source, a name that is
 valid UTF-8, a folder that cannot be read) is stored with its reason in ``error``
 and, in ``fingerprint``, what the parse stage makes of it (``PROBLEM_MARKS``). What
 the index holds for an unavailable item, and under an unavailable folder, is kept:
-only items really gone are deleted.
+only items really gone are deleted. A source that lists nothing at all while the
+index holds items of it (an unmounted disk's empty mount point) fails its run
+instead of emptying its index; a full run (``ragline index --full``) empties it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from rag_assets.formats.model import ItemSkipped
 from rag_assets.progress import report
 from rag_assets.sources import ItemStat, SourceKind
 from rag_assets.stages.result import StageResult, utcnow
+from rag_serving.errors import SourceUnavailableError
 from rag_serving.index import schema as schemas
 from rag_serving.index.ids import doc_id
 from rag_serving.index.store import IndexStore, sql_in, sql_string
@@ -52,6 +55,14 @@ def scan_source(store: IndexStore, kind: SourceKind, full: bool) -> StageResult:
     upserts: list[dict] = []
     now = utcnow()
     items = [_checked(item) for item in kind.list_items()]
+    if not items and previous and not full:
+        # An unmounted disk often leaves its mount point behind, empty: that is not
+        # every note deleted at once.
+        raise SourceUnavailableError(
+            f"source {name!r}: {kind.config.path} lists nothing but the index holds "
+            f"{len(previous)} item(s) of it (an unmounted disk?); mount it, or run "
+            f"`ragline index --full {name}` to remove them from the index"
+        )
     for position, item in enumerate(items, start=1):
         key = doc_id(name, item.key)
         if key in seen:
