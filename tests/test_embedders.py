@@ -114,5 +114,11 @@ def test_search_during_an_embedder_switch_uses_the_live_vectors(
     assert result.notice is not None
     assert "all-MiniLM-L6-v2" in result.notice and "ollama:nomic-embed-text" in result.notice
     assert result.as_json()["notice"] == result.notice
+    from rag_serving.mcp.auth import LOCAL_ACCESS
+    from rag_serving.mcp.search import SearchRequest
+    from rag_serving.mcp.service import RaglineService
+
+    over_mcp = RaglineService(other).search(LOCAL_ACCESS, SearchRequest(query="sourdough starter"))
+    assert over_mcp.hits and over_mcp.notice == result.notice
     same = SearchEngine(sample_index).search("sourdough starter")
     assert same.notice is None and "notice" not in same.as_json()

@@ -120,6 +120,17 @@ def test_status_shows_the_last_failed_run_and_its_cause(tmp_path: Path, sample_v
     assert "failed journal: the last run" in " ".join(shown.output.split())
     assert "127.0.0.1:9" in shown.output
 
+    # MCP `status` carries the same failure (for a remote caller without server paths).
+    from rag_serving.mcp.auth import LOCAL_ACCESS, Access
+    from rag_serving.mcp.service import RaglineService
+
+    config = parse_config_file(config_path)
+    [local] = RaglineService(config).status(LOCAL_ACCESS).sources
+    assert local.last_failure is not None and local.last_failure.message == failure["message"]
+    remote = Access(user="phone", sources=frozenset({"journal"}))
+    [seen] = RaglineService(config).status(remote).sources
+    assert seen.last_failure is not None and seen.last_failure.run_id == failure["run_id"]
+
     # Back to the bundled model: the next completed run supersedes the failure.
     config_path.write_text(text)
     assert runner.invoke(cli, ["--config", str(config_path), "index"]).exit_code == 0

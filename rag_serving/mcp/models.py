@@ -50,6 +50,11 @@ class SearchOutput(BaseModel):
     mode: str
     filters: dict[str, Any] = Field(description="The filters that were applied.")
     hits: list[Hit]
+    notice: str | None = Field(
+        default=None,
+        description="Set when search could not use the configured embedder (a model switch "
+        "in progress): which vectors answered instead.",
+    )
 
 
 class OpenOutput(BaseModel):
@@ -137,10 +142,21 @@ class FileIssueOut(BaseModel):
     message: str
 
 
+class FailedRunOut(BaseModel):
+    run_id: str
+    step: str | None = Field(description="The stage that failed, when known.")
+    message: str = Field(description="One line: what went wrong.")
+    failed_at: str | None
+
+
 class SourceStatusOut(SourceInfo):
     last_run_id: str | None
+    last_failure: FailedRunOut | None = Field(
+        default=None,
+        description="The last run of this source that failed after its last completed run.",
+    )
     pending_changes: dict[str, int] | None = Field(
-        description="Files new/changed/deleted on disk since the last index run."
+        description="Items new/changed/deleted on disk that search does not serve yet."
     )
     pending_error: str | None
     errors: list[FileIssueOut]

@@ -117,6 +117,7 @@ def _output(
         mode=mode or request.mode or engine.config.search.mode,
         filters=_filters_json(filters, request),
         hits=[hit_out(hit) for hit in hits],
+        notice=engine.notice,
     )
 
 

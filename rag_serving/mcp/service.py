@@ -32,6 +32,7 @@ from rag_serving.mcp.models import (
 )
 from rag_serving.mcp.reindex import Reindexer
 from rag_serving.mcp.search import SearchRequest, VisibleVocabularies, run_search
+from rag_serving.mcp.tool_errors import redact_paths
 from rag_serving.search.engine import SearchEngine
 from rag_serving.status import SourceStatus, index_status
 
@@ -179,12 +180,20 @@ class RaglineService:
             if not access.can_see(s.name):
                 continue
             data = s.as_json()
+            failure, pending_error = data["last_failure"], s.pending_error
+            if not access.local:  # server paths are only shown to the local user
+                roots = [src.path for src in self.config.sources]
+                if failure:
+                    failure = {**failure, "message": redact_paths(failure["message"], roots)}
+                if pending_error:
+                    pending_error = redact_paths(pending_error, roots)
             sources.append(
                 SourceStatusOut(
                     **_source_fields(s, access),
                     last_run_id=s.last_run_id,
+                    last_failure=failure,
                     pending_changes=data["pending_changes"],
-                    pending_error=s.pending_error,
+                    pending_error=pending_error,
                     errors=[FileIssueOut(**i) for i in data["errors"]],
                     skipped=[FileIssueOut(**i) for i in data["skipped"]],
                     warnings=[FileIssueOut(**i) for i in data["warnings"]],
