@@ -17,8 +17,18 @@ from dagster import DagsterInstance, DagsterRunStatus, RunRecord, RunsFilter
 
 from rag_assets.recovery import reap_dead_runs
 
+WRITER_POOL = "ragline_writer"  # every indexing asset and the maintenance op
 POLL_S = 1.0
 REAP_EVERY_S = 10.0
+
+
+def ensure_writer_pool(instance: DagsterInstance, pool: str) -> None:
+    """Record the pool's limit in the instance. The run queue limits only pools it
+    finds recorded; under run granularity no step ever records one, so without this
+    the first runs queued on a fresh instance would all start at once."""
+    storage = instance.event_log_storage
+    if storage.supports_global_concurrency_limits and pool not in storage.get_concurrency_keys():
+        storage.initialize_concurrency_limit_to_default(pool)
 
 
 def run_granularity(instance: DagsterInstance) -> bool:
@@ -54,6 +64,7 @@ def wait_for_writer_turn(instance: DagsterInstance, run_id: str, pool: str, log)
     """Return once no writer run that started earlier is still going."""
     if not run_granularity(instance):
         return
+    ensure_writer_pool(instance, pool)
     announced: set[str] = set()
     last_reap = time.monotonic()
     while ahead := writers_ahead(instance, run_id, pool):

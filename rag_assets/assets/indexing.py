@@ -26,7 +26,7 @@ from rag_assets.stages.embed import embed_source, target_generation
 from rag_assets.stages.fulltext import sync_fulltext
 from rag_assets.stages.parse import parse_source
 from rag_assets.stages.scan import scan_source
-from rag_assets.writer_turn import wait_for_writer_turn
+from rag_assets.writer_turn import WRITER_POOL, wait_for_writer_turn
 from rag_serving.config import FileSourceConfig, RaglineConfig
 from rag_serving.errors import ConfigError
 from rag_serving.index.ann import ensure_search_indexes
@@ -34,7 +34,6 @@ from rag_serving.index.ann import ensure_search_indexes
 FULL_REBUILD_TAG = "ragline/full"
 # "deferred": the pass that does the costly work (OCR) the first pass left queued.
 PASS_TAG = "ragline/pass"
-WRITER_POOL = "ragline_writer"
 GROUP = "indexing"
 
 
