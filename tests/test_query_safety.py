@@ -276,3 +276,18 @@ def test_nasty_queries_never_crash_the_cli(index: RaglineConfig, query: str) -> 
         result = search_cli(index, query, "--mode", mode)
         assert result.exit_code == 0, result.output
         assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["hello \udcff world"],
+        ["hello", "--path", "\udcff"],
+        ["hello", "--tag", "caf\udce9"],
+        ["hello", "--source", "\udcff"],
+    ],
+)
+def test_bytes_that_are_not_utf8_are_one_line(index: RaglineConfig, args: list[str]) -> None:
+    """A shell passes undecodable bytes as lone surrogates (`printf 'hello \\xff'`); they
+    crashed the tokenizer, Tantivy and the terminal."""
+    assert_one_line_error(search_cli(index, *args), "not valid UTF-8")

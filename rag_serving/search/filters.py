@@ -106,6 +106,12 @@ class IndexVocabulary:
 
 def validate_filters(filters: SearchFilters, vocabulary: IndexVocabulary) -> SearchFilters:
     """Normalise ``filters`` and fail loudly, with close matches, on unknown names."""
+    for name, values in (
+        ("source", filters.sources), ("kind", filters.kinds), ("tag", filters.tags),
+        ("type", filters.types), ("path filter", (filters.path_prefix or "",)),
+    ):  # fmt: skip
+        for value in values:
+            check_text(value, name)
     filters = filters.normalized()
     for source in filters.sources:
         if source not in vocabulary.sources:
@@ -133,8 +139,19 @@ def validate_filters(filters: SearchFilters, vocabulary: IndexVocabulary) -> Sea
     return filters
 
 
+def check_text(value: str, what: str) -> None:
+    """Refuse text holding bytes that were not valid UTF-8 (a command line decodes them
+    to lone surrogates, which no index, terminal or JSON encoder accepts)."""
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+        shown = value.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+        raise QueryError(
+            f"the {what} {shown!r} holds bytes that are not valid UTF-8; type it in UTF-8"
+        )
+
+
 def check_query(query: str) -> None:
     """Fail with a one-line ``QueryError`` when ``query`` is empty or over the limit."""
+    check_text(query, "query")
     if len(query) > MAX_QUERY_CHARS:
         raise QueryError(
             f"the query is {len(query):,} characters long; the limit is {MAX_QUERY_CHARS:,} "
