@@ -44,6 +44,8 @@ def test_instance_settings_disable_telemetry_and_serialise_writers() -> None:
     packaged = yaml.safe_load(instance_settings())
     assert packaged["telemetry"]["enabled"] is False
     assert packaged["concurrency"]["pools"]["default_limit"] == 1
+    # The pool admits one run at a time: a started run finishes before another writes.
+    assert packaged["concurrency"]["pools"]["granularity"] == "run"
     assert (REPO / "dagster.yaml").read_text() == instance_settings()
 
 
