@@ -650,9 +650,17 @@ def _resolve_paths(config: RaglineConfig, path: Path) -> RaglineConfig:
     sources = [
         s.model_copy(update={"path": _absolute(s.path.expanduser(), base)}) for s in config.sources
     ]
+    embedder = config.embedder
+    if isinstance(embedder, SentenceTransformersConfig):
+        # A local model folder, like every path in the file, is relative to the file.
+        model = Path(embedder.model).expanduser()
+        if embedder.model.startswith(("~", ".")) or model.is_absolute() or (base / model).is_dir():
+            resolved = str(_absolute(model, base))
+            embedder = embedder.model_copy(update={"model": resolved})
     return config.model_copy(
         update={
             "data_dir": _absolute(data_dir, base),
+            "embedder": embedder,
             "sources": sources,
             "config_path": path,
         }

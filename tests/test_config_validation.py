@@ -261,6 +261,12 @@ def test_relative_paths_follow_the_config_file_and_tilde_expands(
     config = parse_config_file(path)
     assert config.data_dir == tmp_path / "idx"
     assert config.sources[0].path == home / "notes"
+    assert config.embedder.model == "all-MiniLM-L6-v2"  # a name, not a path
+    (project / "models" / "mini").mkdir(parents=True)
+    path.write_text('[embedder]\nmodel = "models/mini"\n')
+    assert parse_config_file(path).embedder.model == str(project / "models" / "mini")
+    path.write_text('[embedder]\nmodel = "~/mini"\n')
+    assert parse_config_file(path).embedder.model == str(home / "mini")
 
 
 def test_a_config_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
