@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import time
+from typing import Any
 
 from rag_serving.config import RaglineConfig
 from rag_serving.errors import RaglineError
@@ -33,14 +34,16 @@ def run_ui(config: RaglineConfig, host: str, port: int) -> int:
     print(f"Dagster UI on {url} (DAGSTER_HOME={home}); Ctrl-C stops it.")
     marker = home / WEBSERVER_MARKER
     marker.write_text(json.dumps({"url": url, "pid": os.getpid()}), encoding="utf-8")
-    # Its own process group: at the end, whatever dagster dev leaves running (code
-    # servers, run workers) is stopped with it, and no process is orphaned.
-    # (preexec_fn only resets two signal dispositions.)
-    child = subprocess.Popen(command, env=env, preexec_fn=_default_signals, process_group=0)
+    # (preexec_fn only resets two signal dispositions.) dagster dev stays in this
+    # process group, so a service manager or a script that stops the group stops all.
+    child = subprocess.Popen(command, env=env, preexec_fn=_default_signals)
+    family: list[Any] = []  # dagster dev's processes, noted before it stops them
 
     def stop(signum: int, _frame: object) -> None:
         # dagster dev stops on SIGINT (it maps SIGTERM onto its SIGINT handler).
-        _signal_child(child, signal.SIGINT)
+        family[:] = _descendants(child.pid)
+        if child.poll() is None:
+            child.send_signal(signal.SIGINT)
 
     # SIGTERM (a service manager, a script, a test) and SIGHUP (the terminal closed)
     # stop dagster dev and remove the marker too.
@@ -49,10 +52,10 @@ def run_ui(config: RaglineConfig, host: str, port: int) -> int:
     try:
         return child.wait()
     except KeyboardInterrupt:
-        _signal_child(child, signal.SIGINT)
+        stop(signal.SIGINT, None)
         return child.wait()
     finally:
-        _stop_group(child)
+        _stop_all(child, family or _descendants(child.pid))
         marker.unlink(missing_ok=True)
 
 
@@ -65,15 +68,21 @@ def _default_signals() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _signal_child(child: subprocess.Popen[bytes], signum: int) -> None:
-    """Send ``signum`` to dagster dev only (it shuts its services down itself)."""
-    if child.poll() is None:
-        child.send_signal(signum)
+def _descendants(pid: int) -> list[Any]:
+    import psutil
+
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
 
 
-def _stop_group(child: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
-    """Stop dagster dev and anything left in its process group: SIGTERM, then SIGKILL
-    after ``grace_s`` seconds."""
+def _stop_all(child: subprocess.Popen[bytes], family: list[Any], grace_s: float = 10.0) -> None:
+    """Stop dagster dev and every process it started (``family``: webserver, daemon,
+    code servers, run workers), so none is left orphaned: SIGINT to dagster dev, then
+    SIGTERM and at last SIGKILL to whatever is still running."""
+    import psutil
+
     if child.poll() is None:
         child.send_signal(signal.SIGINT)
         try:
@@ -81,18 +90,14 @@ def _stop_group(child: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
-    for signum, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 0.0)):
-        try:
-            os.killpg(child.pid, signum)
-        except (ProcessLookupError, PermissionError):
-            return  # the group is empty: every process has ended
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(child.pid, 0)
-            except (ProcessLookupError, PermissionError):
-                return
-            time.sleep(0.2)
+    _, alive = psutil.wait_procs(family, timeout=grace_s)
+    for process in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.terminate()
+    _, alive = psutil.wait_procs(alive, timeout=grace_s)
+    for process in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
 
 
 def _register_partitions(config: RaglineConfig) -> None:
