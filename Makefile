@@ -1,7 +1,8 @@
 # The two commands a newcomer needs (see README.md):
 #   make demo   set up, index this repository's docs/ and search them
-#   make test   set up with the test tools and run the whole test suite
-.PHONY: demo test setup setup-dev lint bench bench-quality bench-scale bench-documents
+#   make test   set up with the test tools and run the whole test suite (Python 3.11),
+#               then the search/serving/MCP/config tests on Python 3.13
+.PHONY: demo test test-py313 check-packaging setup setup-dev lint bench bench-quality bench-scale bench-documents
 
 RAGLINE = .venv/bin/ragline --config demo/ragline.toml
 
@@ -12,6 +13,24 @@ demo: setup
 
 test: setup-dev
 	.venv/bin/python -m pytest
+	$(MAKE) test-py313
+
+# ragline supports Python 3.11-3.13: the query side (config, search, MCP, embedders)
+# runs on the newest too, in .venv-py313 (its indexes are built there as well).
+PY313_TESTS = tests/test_config.py tests/test_config_validation.py tests/test_search.py \
+	tests/test_fusion.py tests/test_query_safety.py tests/test_mcp_tools.py \
+	tests/test_mcp_units.py tests/test_mcp_stdio.py tests/test_mcp_errors.py \
+	tests/test_ollama_embedder.py tests/test_embedders.py tests/test_import_rules.py
+
+test-py313:
+	scripts/setup.sh --dev --python 3.13
+	.venv-py313/bin/python -m pytest -p no:cacheprovider $(PY313_TESTS)
+
+# The README's install without a clone: `pipx install` and `uv tool install` of this
+# repository into throw-away homes, used from another folder (init, index, search).
+check-packaging:
+	scripts/check_packaging.sh pipx
+	scripts/check_packaging.sh uv
 
 setup:
 	scripts/setup.sh

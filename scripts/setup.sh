@@ -1,31 +1,82 @@
 #!/usr/bin/env bash
-# Create .venv and install ragline into it (idempotent; fast when nothing changed).
-#   scripts/setup.sh          runtime dependencies
-#   scripts/setup.sh --dev    plus the test tools
+# Create a virtual environment and install ragline into it (idempotent; fast when
+# nothing changed).
+#   scripts/setup.sh                        .venv (Python 3.11), runtime dependencies
+#   scripts/setup.sh --dev                  plus the test tools
+#   scripts/setup.sh --dev --python 3.13    .venv-py313 with Python 3.13 (any of 3.11-3.13)
+# The Python is found on PATH, among pyenv's versions, or installed with
+# `uv python install` (uv from PyPI, in .venv-tools/). PYTHON=/path/to/python overrides.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras=""
-[ "${1:-}" = "--dev" ] && extras="[dev]"
-python="${PYTHON:-}"
-if [ -z "$python" ]; then
-  for candidate in python3.11 python3; do
-    if command -v "$candidate" >/dev/null && "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
-      python="$candidate"; break
+version="3.11"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dev) extras="[dev]" ;;
+    --python) version="${2:?--python needs a version such as 3.13}"; shift ;;
+    *) echo "usage: scripts/setup.sh [--dev] [--python 3.11|3.12|3.13]" >&2; exit 2 ;;
+  esac
+  shift
+done
+venv=".venv"
+[ "$version" = "3.11" ] || venv=".venv-py${version//./}"
+
+is_version() { "$1" -c "import sys; sys.exit(sys.version_info[:2] != tuple(map(int, '$version'.split('.'))))" 2>/dev/null; }
+
+find_python() {
+  local candidate
+  for candidate in "python$version" python3; do
+    if command -v "$candidate" >/dev/null && is_version "$candidate"; then
+      command -v "$candidate"; return
     fi
   done
-fi
-[ -n "$python" ] || { echo "ragline needs Python 3.11 (set PYTHON=/path/to/python3.11)" >&2; exit 1; }
+  local root
+  root="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"
+  for candidate in $(ls -d "$root/versions/$version".* 2>/dev/null | sort -V -r); do
+    if [ -x "$candidate/bin/python$version" ] && is_version "$candidate/bin/python$version"; then
+      echo "$candidate/bin/python$version"; return
+    fi
+  done
+  # uv downloads a standalone CPython build (needs github.com).
+  local uv
+  uv="$(command -v uv || true)"
+  if [ -z "$uv" ]; then
+    local bootstrap
+    bootstrap="$(command -v python3.11 || command -v python3)"
+    [ -x .venv-tools/bin/uv ] || { "$bootstrap" -m venv .venv-tools && .venv-tools/bin/python -m pip install --quiet "uv>=0.5" "pipx>=1.7"; } >&2
+    uv=.venv-tools/bin/uv
+  fi
+  echo "Python $version not found: installing it with uv" >&2
+  "$uv" python install "$version" >&2 && "$uv" python find "$version"
+}
 
-[ -x .venv/bin/python ] || "$python" -m venv .venv
-stamp=".venv/.ragline-installed$(echo "$extras" | tr -d '[]')-$(cat pyproject.toml | sha256sum | cut -c1-16)"
+python="${PYTHON:-}"
+[ -n "$python" ] || python="$(find_python || true)"
+[ -n "$python" ] && is_version "$python" || {
+  echo "ragline's $venv needs Python $version: install it (pyenv install $version, uv python install $version) or set PYTHON=/path/to/python$version" >&2
+  exit 1
+}
+
+[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+stamp="$venv/.ragline-installed$(echo "$extras" | tr -d '[]')-$(cat pyproject.toml | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
-  .venv/bin/python -m pip install --quiet --upgrade pip
-  # torch first and pinned: its CPU build; an unpinned torch pulls a multi-GB CUDA build.
-  .venv/bin/python -m pip install --quiet "torch==2.13.0"
-  .venv/bin/python -m pip install --quiet -e ".${extras}"
+  "$venv/bin/python" -m pip install --quiet --upgrade pip
+  # torch first and pinned, from PyTorch's CPU index when it answers (or a local
+  # wheel pip is configured with): an unpinned torch, or torch from PyPI alone,
+  # pulls a multi-GB CUDA build on Linux.
+  cpu_index=https://download.pytorch.org/whl/cpu
+  torch_index=()
+  if "$venv/bin/python" -c "import urllib.request; urllib.request.urlopen('$cpu_index/torch/', timeout=10)" 2>/dev/null; then
+    torch_index=(--extra-index-url "$cpu_index")
+  else
+    echo "($cpu_index does not answer: torch==2.13.0 from pip's configured indexes)" >&2
+  fi
+  "$venv/bin/python" -m pip install --quiet ${torch_index[@]+"${torch_index[@]}"} "torch==2.13.0"
+  "$venv/bin/python" -m pip install --quiet -e ".${extras}"
   touch "$stamp"
 fi
+[ "$venv" = ".venv" ] || exit 0  # the system packages below are set up once, with .venv
 
 # The UI test drives Debian's chromium through Playwright (Playwright's own browser
 # download does not work offline).
