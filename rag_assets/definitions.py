@@ -5,6 +5,7 @@ from dagster import Definitions, in_process_executor
 from rag_assets.assets import INDEXING_ASSETS
 from rag_assets.jobs import index_source_job, maintenance_job
 from rag_assets.resources import default_resources
+from rag_assets.run_failures import run_failures
 from rag_assets.schedules.maintenance import build_maintenance_schedule
 from rag_assets.schedules.reconcile import build_reconcile_schedule
 from rag_assets.sensors.source_changes import build_source_changes_sensor
@@ -30,6 +31,7 @@ defs = Definitions(
     sensors=[
         build_source_partitions_sensor(_settings.sensor_interval_s),
         build_source_changes_sensor(_settings.sensor_interval_s),
+        run_failures,
     ],
     schedules=[
         build_reconcile_schedule(_settings.reconcile_cron, _settings.timezone),

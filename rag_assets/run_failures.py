@@ -1,14 +1,25 @@
 """Recording why a source's run failed, in the index itself, so `ragline status`,
 MCP `status` and the CLI show it without asking Dagster (``rag_serving`` never
-imports it). A later completed run supersedes the record."""
+imports it). A later completed run supersedes the record.
+
+A failure hook on ``index_source`` records it at once (``ragline index`` runs have no
+daemon); the ``run_failures`` sensor catches the runs the UI launches through
+Dagster's implicit asset job, which takes no hooks."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pyarrow as pa
-from dagster import HookContext, failure_hook
+from dagster import (
+    DefaultSensorStatus,
+    HookContext,
+    RunFailureSensorContext,
+    failure_hook,
+    run_failure_sensor,
+)
 
+from rag_assets.resources import RaglineConfigResource
 from rag_assets.stages.result import utcnow
 from rag_serving.errors import RaglineError
 from rag_serving.index import schema as schemas
@@ -68,3 +79,43 @@ def record_failure(context: HookContext) -> None:
         record_run_failure(data_dir, source, context.run_id, step, _cause(context.op_exception))
     except Exception as exc:  # never mask the run's own failure
         context.log.warning(f"could not record the failure in the index: {exc}")
+
+
+def _error_names() -> set[str]:
+    names, pending = set(), [RaglineError]
+    while pending:
+        cls = pending.pop()
+        names.add(cls.__name__)
+        pending.extend(cls.__subclasses__())
+    return names
+
+
+def _recorded_cause(error: object) -> str:
+    """Like ``_cause``, for the serialised error a Dagster event carries."""
+    chain = []
+    while error is not None and len(chain) < 20:
+        chain.append(error)
+        error = getattr(error, "cause", None) or getattr(error, "context", None)
+    ours = _error_names()
+    chosen = next((e for e in chain if getattr(e, "cls_name", None) in ours), chain[-1])
+    return str(getattr(chosen, "message", "") or "").strip() or "the step failed"
+
+
+@run_failure_sensor(
+    name="run_failures",
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Records each failed indexing run's cause for `ragline status` and MCP `status`.",
+)
+def run_failures(context: RunFailureSensorContext, settings: RaglineConfigResource) -> None:
+    run = context.dagster_run
+    source = run.tags.get(PARTITION_TAG)
+    if not source:
+        return  # not an indexing run (maintenance)
+    steps = context.get_step_failure_events()
+    if steps:
+        event = steps[0]
+        step = (event.step_key or "").split(".")[-1] or None
+        message = _recorded_cause(getattr(event.event_specific_data, "error", None))
+    else:
+        step, message = None, context.failure_event.message or "the run failed"
+    record_run_failure(settings.load().data_dir, source, run.run_id, step, message)

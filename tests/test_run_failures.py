@@ -218,3 +218,45 @@ def test_the_change_sensor_retries_a_failed_run_with_backoff(
         # the embedder settings changed, so one ordinary run is due; no retry key is left
         assert [r.run_key.count(":retry") for r in settled.run_requests] == [0]
         assert "journal:retries" not in json.loads(settled.cursor)
+
+
+def test_a_failed_run_of_the_ui_asset_job_is_recorded_by_the_sensor(
+    tmp_path: Path, sample_vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Materialize in the UI runs Dagster's implicit asset job, which has no hooks: the
+    run_failures sensor records its cause instead."""
+    from dagster import build_run_status_sensor_context
+
+    from rag_assets.resources import RaglineConfigResource
+    from rag_assets.run_failures import run_failures
+
+    vault = tmp_path / "journal"
+    shutil.copytree(sample_vault / "journal", vault)
+    config_path = write_config(
+        tmp_path, [{"name": "journal", "kind": "markdown", "path": str(vault)}]
+    )
+    config_path.write_text(
+        config_path.read_text()
+        + f'\n[embedder]\nprovider = "ollama"\nmodel = "m"\nhost = "{DEAD_OLLAMA}"\n'
+    )
+    monkeypatch.setenv("RAGLINE_CONFIG", str(config_path))
+    with instance_for_test() as instance:
+        instance.add_dynamic_partitions("sources", ["journal"])
+        asset_job = defs.resolve_implicit_global_asset_job_def()
+        result = asset_job.execute_in_process(
+            partition_key="journal", instance=instance, raise_on_error=False
+        )
+        assert not result.success and result.dagster_run.job_name == "__ASSET_JOB"
+        config = parse_config_file(config_path)
+        assert index_status(config).sources[0].last_failure is None  # no hook on this job
+        context = build_run_status_sensor_context(
+            sensor_name="run_failures",
+            dagster_event=result.get_run_failure_event(),
+            dagster_instance=instance,
+            dagster_run=result.dagster_run,
+            resources={"settings": RaglineConfigResource(config_path=str(config_path))},
+        ).for_run_failure()
+        run_failures(context)
+    failure = index_status(config).sources[0].last_failure
+    assert failure is not None and failure.run_id == result.run_id
+    assert failure.step in ("chunks", "embeddings") and "127.0.0.1:9" in failure.message

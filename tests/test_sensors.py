@@ -45,7 +45,7 @@ def test_sensors_are_registered_running_by_default() -> None:
     from dagster import DefaultSensorStatus
 
     sensors = {s.name: s for s in defs.sensors}
-    assert set(sensors) == {"source_partitions", "source_changes"}
+    assert set(sensors) == {"source_partitions", "source_changes", "run_failures"}
     assert all(s.default_status == DefaultSensorStatus.RUNNING for s in sensors.values())
     assert sensors["source_changes"].minimum_interval_seconds == 30
 

@@ -29,7 +29,7 @@ from dagster import (
 )
 
 from rag_assets.assets.indexing import PASS_TAG
-from rag_assets.jobs import INDEX_JOB_NAME, index_source_job
+from rag_assets.jobs import index_source_job
 from rag_assets.partitions import SOURCES_PARTITIONS_NAME
 from rag_assets.recovery import reap_dead_runs
 from rag_assets.resources import RaglineConfigResource
@@ -160,9 +160,8 @@ def record_dead_runs(instance: DagsterInstance, config: RaglineConfig, run_ids: 
 def retry_due_in(instance: DagsterInstance, source: str, retries: int) -> int | None:
     """Seconds until the failed latest run of ``source`` should be retried (0: now),
     or None when its latest indexing run did not fail."""
-    records = instance.get_run_records(
-        RunsFilter(job_name=INDEX_JOB_NAME, tags={PARTITION_TAG: source}), limit=1
-    )
+    # Any job: runs launched with Materialize in the UI use Dagster's implicit asset job.
+    records = instance.get_run_records(RunsFilter(tags={PARTITION_TAG: source}), limit=1)
     if not records or records[0].dagster_run.status != DagsterRunStatus.FAILURE:
         return None
     record = records[0]
