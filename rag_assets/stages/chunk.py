@@ -83,6 +83,12 @@ def chunk_source(
     todo = [d["doc_id"] for d in docs if full or chunked_hash.get(d["doc_id"]) != d["content_hash"]]
     wanted = set(todo)
     todo_hashes = {d["content_hash"] for d in docs if d["doc_id"] in wanted}
+    # Redone although their content is what was chunked (a full rebuild).
+    same_content = {
+        d["doc_id"]
+        for d in docs
+        if d["doc_id"] in wanted and chunked_hash.get(d["doc_id"]) == d["content_hash"]
+    }
     del wanted
     del docs, chunked_hash
     donors = {} if full else _chunked_elsewhere(store, scope, todo_hashes, key)
@@ -106,6 +112,8 @@ def chunk_source(
             pending.extend(_chunk_rows(doc, pieces, key))
             if not pieces:
                 result.skipped += 1  # nothing to embed (empty body); re-checked each run
+            elif doc["doc_id"] in same_content:
+                result.rebuilt += 1
             elif doc["doc_id"] in known:
                 result.changed += 1
             else:

@@ -94,7 +94,8 @@ def embed_source(
     stale = [cid for cid in current if cid not in plan.wanted]
     to_write = sum(len(ids) for ids in plan.to_write.values())
     result.new = plan.new
-    result.changed = to_write - plan.new
+    result.rebuilt = plan.rebuilt
+    result.changed = to_write - plan.new - plan.rebuilt
     result.unchanged = len(plan.wanted) - to_write
     result.deleted = len(stale)
     plan.wanted.clear()  # ids only, but no longer needed
@@ -149,6 +150,7 @@ class _Plan:
     wanted: set[str] = field(default_factory=set)  # every chunk the source should serve
     to_write: dict[str, list[str]] = field(default_factory=dict)  # doc_id -> chunk ids
     new: int = 0  # chunks to write that are not served yet
+    rebuilt: int = 0  # chunks rewritten as they are served (a full rebuild)
 
 
 def _plan(
@@ -168,9 +170,11 @@ def _plan(
         chunk = staged["chunk_id"]
         plan.wanted.add(chunk)
         served = current.get(chunk)
-        if full or served != _row_hash(_served_fields(staged, doc)):
+        differs = served != _row_hash(_served_fields(staged, doc))
+        if full or differs:
             plan.to_write.setdefault(staged["doc_id"], []).append(chunk)
             plan.new += served is None
+            plan.rebuilt += not differs
     return plan
 
 

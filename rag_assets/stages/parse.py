@@ -98,10 +98,17 @@ def parse_source(
         if isinstance(outcome, dict):
             pending.append(outcome)
             pending_bytes += len(outcome["body"] or "") + len(outcome["links_json"])
-            if file["doc_id"] in parsed:
-                result.changed += 1
-            else:
+            before = parsed.get(file["doc_id"])
+            if before is None:
                 result.new += 1
+            elif (
+                before["content_hash"] == file["content_hash"]
+                and before["parser"] == version
+                and not (deferred_pass and before["deferred"])
+            ):  # only redone because of a full rebuild: the same input, the same parser
+                result.rebuilt += 1
+            else:
+                result.changed += 1
             notice = _notice(outcome)
             if notice is not None:
                 result.problems.append(FileProblem(file["path"], *notice))

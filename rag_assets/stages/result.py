@@ -20,6 +20,7 @@ class StageResult:
     new: int = 0
     changed: int = 0
     unchanged: int = 0
+    rebuilt: int = 0  # redone with the same content (a full rebuild, a new parser)
     deleted: int = 0
     failed: int = 0
     skipped: int = 0
@@ -32,6 +33,7 @@ class StageResult:
             "new": self.new,
             "changed": self.changed,
             "unchanged": self.unchanged,
+            "rebuilt": self.rebuilt,
             "deleted": self.deleted,
             "failed": self.failed,
             "skipped": self.skipped,
