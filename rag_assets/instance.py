@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 from importlib import resources
 from pathlib import Path
@@ -15,6 +17,9 @@ if TYPE_CHECKING:
 DAGSTER_HOME_ENV = "DAGSTER_HOME"
 # What the user set, before ragline points DAGSTER_HOME at a data dir itself.
 _USER_DAGSTER_HOME = os.environ.get(DAGSTER_HOME_ENV)
+# sha256 of dagster.yaml texts earlier ragline versions installed: replaced by the
+# current one (a file the user edited is kept). d603c9b: per-step writer pool.
+_EARLIER_DEFAULTS = {"e71519edfd89b76d713416bce458b935be87ac13a2c24a330a3394b940755835"}
 
 
 def dagster_home_for(data_dir: Path) -> Path:
@@ -30,20 +35,36 @@ def instance_settings() -> str:
 
 
 def prepare_dagster_home(data_dir: Path) -> Path:
-    """Create DAGSTER_HOME with ragline's dagster.yaml (kept if the user has one).
+    """Create DAGSTER_HOME with ragline's dagster.yaml (kept if the user wrote their
+    own; one an earlier ragline installed is brought up to date).
 
     The environment is left alone (child processes of tests must not inherit one
     index's instance); open the instance with ``open_instance``."""
     home = dagster_home_for(data_dir)
     home.mkdir(parents=True, exist_ok=True)
     settings = home / "dagster.yaml"
+    current = instance_settings()
     if not settings.exists():
-        settings.write_text(instance_settings(), encoding="utf-8")
+        settings.write_text(current, encoding="utf-8")
+    else:
+        digest = hashlib.sha256(settings.read_bytes()).hexdigest()
+        if digest in _EARLIER_DEFAULTS:
+            settings.write_text(current, encoding="utf-8")
     return home
 
 
 def open_instance(data_dir: Path) -> DagsterInstance:
-    """The project's Dagster instance (created on first use)."""
+    """The project's Dagster instance (created on first use).
+
+    Two processes creating the same instance at once (two first-ever `ragline index`
+    runs) would both run its storage migrations and fail; a lock file serialises
+    the opening."""
     from dagster import DagsterInstance
 
-    return DagsterInstance.from_config(str(prepare_dagster_home(data_dir)))
+    home = prepare_dagster_home(data_dir)
+    with open(home / ".ragline-open.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return DagsterInstance.from_config(str(home))
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
