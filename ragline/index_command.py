@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rag_serving.config import RaglineConfig
-from ragline.output import console, err_console, print_json
+from ragline.output import console, err_console, print_json, safe_text
 
 STAGES = {"scan": "scanning", "parse": "parsing", "chunk": "chunking", "embed": "embedding",
           "fulltext": "full-text", "ocr": "OCR"}  # fmt: skip
@@ -73,6 +73,6 @@ def run_index(config: RaglineConfig, sources: list[str], full: bool, as_json: bo
                 )
             else:
                 err_console.print(
-                    f"[bold red]✗ {o.source}: {o.error}[/]  [dim]run {o.run_id[:8]}[/]"
+                    f"[bold red]✗ {o.source}: {safe_text(o.error or 'failed')}[/]  [dim]run {o.run_id[:8]}[/]"
                 )
     return all(o.success for o in outcomes)

@@ -31,21 +31,21 @@ def render_search(result: SearchResult, explain: bool) -> None:
     if result.notice:
         err_console.print(f"[yellow]note:[/] {escape(result.notice)}")
     if not result.hits:
-        console.print(f"[yellow]No results for[/] {_safe(repr(result.query))} ({result.mode}).")
+        console.print(f"[yellow]No results for[/] {safe_text(repr(result.query))} ({result.mode}).")
         return
     for hit in result.hits:
         where = f"{hit.source}:{hit.path}"
-        anchor = f" › {_safe(hit.anchor)}" if hit.anchor else ""
+        anchor = f" › {safe_text(hit.anchor)}" if hit.anchor else ""
         console.print(
-            f"[bold cyan]{hit.rank:>2}.[/] [bold]{_safe(hit.title)}[/]{anchor}  "
-            f"[dim]{_safe(where)}:{hit.line_start}-{hit.line_end}  score {hit.score:.4f}[/]"
+            f"[bold cyan]{hit.rank:>2}.[/] [bold]{safe_text(hit.title)}[/]{anchor}  "
+            f"[dim]{safe_text(where)}:{hit.line_start}-{hit.line_end}  score {hit.score:.4f}[/]"
         )
         snippet = _BOLD.sub(
             lambda m: f"[bold yellow]{escape(m.group(1))}[/]",
             _escape_keep_bold(printable(" ".join(hit.snippet.split()))),
         )
         if "=" in hit.location.rpartition("#")[2]:  # a page, slide, sheet or chapter
-            console.print(f"    [dim]at[/] {_safe(hit.location)}")
+            console.print(f"    [dim]at[/] {safe_text(hit.location)}")
         console.print(f"    {snippet}")
         if hit.stale:
             console.print(f"    [yellow]stale: the file was {hit.stale} after it was indexed[/]")
@@ -78,7 +78,8 @@ def printable(text: str) -> str:
     return "".join(out)
 
 
-def _safe(text: str) -> str:
+def safe_text(text: str) -> str:
+    """``text`` for a rich console: control characters escaped, markup literal."""
     return escape(printable(text))
 
 
@@ -109,11 +110,11 @@ def render_status(status: IndexStatus, width: int = STATUS_WIDTH) -> None:
     """The index, one table row per source (fits ``width`` columns), then what needs
     attention: failed runs, unreadable sources, pending changes, problem items."""
     out = Console(width=min(console.width, width)) if console.is_terminal else console
-    out.print(f"[bold]Index[/] {_safe(status.data_dir)}")
-    out.print(f"embedder: {_safe(status.embedder or 'none yet')}")
+    out.print(f"[bold]Index[/] {safe_text(status.data_dir)}")
+    out.print(f"embedder: {safe_text(status.embedder or 'none yet')}")
     if status.building:
         out.print(
-            f"[yellow]Building vectors for {_safe(status.building)}; search uses the "
+            f"[yellow]Building vectors for {safe_text(status.building)}; search uses the "
             "embedder above until every source is done.[/]"
         )
     now = datetime.now(UTC)
@@ -131,7 +132,7 @@ def render_status(status: IndexStatus, width: int = STATUS_WIDTH) -> None:
         if s.last_failure is not None:
             indexed = "[red]FAILED[/]"
         table.add_row(
-            _safe(name), s.kind, str(s.documents), str(s.chunks), indexed, _pending(s),
+            safe_text(name), s.kind, str(s.documents), str(s.chunks), indexed, _pending(s),
             _count(s.count("error"), "red"), _count(s.count("skipped"), "yellow"),
             _count(s.count("warning"), "yellow"),
         )  # fmt: skip
@@ -141,16 +142,16 @@ def render_status(status: IndexStatus, width: int = STATUS_WIDTH) -> None:
 
 
 def _render_attention(out: Console, s: SourceStatus, now: datetime) -> None:
-    name = _safe(s.name)
+    name = safe_text(s.name)
     if s.last_failure is not None:
         failure = s.last_failure
         step = f" in {failure.step}" if failure.step else ""
         out.print(
             f"[red]failed[/] {name}: the last run ({_age(failure.failed_at, now)}){step}: "
-            f"{_safe(failure.message)}"
+            f"{safe_text(failure.message)}"
         )
     if s.pending_error:
-        out.print(f"[red]unavailable[/] {name}: {_safe(s.pending_error)}")
+        out.print(f"[red]unavailable[/] {name}: {safe_text(s.pending_error)}")
     elif s.pending is not None and s.pending.total:
         p = s.pending
         out.print(
@@ -160,7 +161,9 @@ def _render_attention(out: Console, s: SourceStatus, now: datetime) -> None:
     for severity, colour in (("error", "red"), ("skipped", "yellow"), ("pending", "cyan")):
         issues = [i for i in s.issues if i.severity == severity]
         for issue in issues[:MAX_LISTED]:
-            out.print(f"[{colour}]{severity}[/] {name}:{_safe(issue.path)}: {_safe(issue.message)}")
+            out.print(
+                f"[{colour}]{severity}[/] {name}:{safe_text(issue.path)}: {safe_text(issue.message)}"
+            )
         if len(issues) > MAX_LISTED:
             out.print(
                 f"[{colour}]{severity}[/] {name}: … and {len(issues) - MAX_LISTED} more "

@@ -8,7 +8,7 @@ import click
 
 from rag_serving.config import SOURCE_KINDS, RaglineConfig
 from rag_serving.errors import RaglineError
-from ragline.output import console, print_json
+from ragline.output import console, print_json, safe_text
 
 
 def list_sources(config: RaglineConfig, as_json: bool) -> None:
@@ -36,7 +36,8 @@ def list_sources(config: RaglineConfig, as_json: bool) -> None:
             if row["configured"]
             else "  [yellow](not configured: `ragline sources prune --yes` removes it)[/]"
         )
-        console.print(f"{row['name']:<20} {row['kind'] or '-':<10} {row['path'] or '-'}{state}")
+        path = safe_text(row["path"] or "-")
+        console.print(f"{row['name']:<20} {row['kind'] or '-':<10} {path}{state}")
 
 
 def prune(config: RaglineConfig, yes: bool) -> int:

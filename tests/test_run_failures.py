@@ -104,6 +104,9 @@ def test_status_shows_the_last_failed_run_and_its_cause(tmp_path: Path, sample_v
     runner = CliRunner()
     indexed = runner.invoke(cli, ["--config", str(config_path), "index"])
     assert indexed.exit_code != 0
+    assert "✗ journal: Ollama server not reachable at http://127.0.0.1:9" in " ".join(
+        indexed.output.split()
+    )
 
     report = json.loads(
         runner.invoke(cli, ["--config", str(config_path), "status", "--json"]).output
