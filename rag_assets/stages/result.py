@@ -20,7 +20,7 @@ class StageResult:
     new: int = 0
     changed: int = 0
     unchanged: int = 0
-    rebuilt: int = 0  # redone with the same content (a full rebuild, a new parser)
+    rebuilt: int = 0  # redone only because of a full rebuild or backfill: same input
     deleted: int = 0
     failed: int = 0
     skipped: int = 0
