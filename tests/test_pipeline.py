@@ -117,10 +117,11 @@ def test_incremental_edit_delete_and_cli_exit_codes(tmp_path: Path, sample_vault
     )
     assert all(h["path"] != "Kubernetes.md" for h in json.loads(hits.output)["hits"])
 
-    # A source whose folder vanished fails its run: exit code 1 and a clear message.
+    # A source whose folder vanished stops `ragline index` before any run: exit code 2
+    # and a clear message (the UI's runs report the source as unavailable instead).
     shutil.rmtree(vault)
     failed = runner.invoke(cli, ["--config", str(config_path), "index"])
-    assert failed.exit_code == 1
+    assert failed.exit_code == 2
     assert "does not exist" in failed.output
     # ...and nothing already indexed was lost.
     assert store.count("documents") == len(paths)
