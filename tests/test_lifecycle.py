@@ -13,11 +13,11 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import psutil
 
 from rag_serving.config import RaglineConfig, parse_config_file
 from tests.conftest import write_config
+from tests.ui_process import free_port, wait_until_answering
 
 REPO = Path(__file__).resolve().parents[1]
 WORDS = [
@@ -123,14 +123,6 @@ def test_a_started_run_finishes_before_another_run_writes(tmp_path: Path) -> Non
     assert waited and f"run {first.dagster_run.run_id[:8]} ({source})" in waited[0]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _ignore_sigint() -> None:
     # What `cmd &` in a non-interactive shell (and nohup) does to a background job.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -141,21 +133,13 @@ def test_ui_started_with_sigint_ignored_stops_on_sigterm(tmp_path: Path) -> None
     config_path = write_config(
         tmp_path, [{"name": "notes", "kind": "markdown", "path": str(tmp_path / "notes")}]
     )
-    port = _free_port()
+    port = free_port()
     family: list[psutil.Process] = []
     process = _ragline(
         config_path, "ui", "--port", str(port), preexec_fn=_ignore_sigint, start_new_session=True
     )
     try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/server_info", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert process.poll() is None, process.stdout.read().decode()
-            time.sleep(1)
+        wait_until_answering(f"http://127.0.0.1:{port}", process)
         # The webserver, the daemon and the code servers are up.
         deadline = time.time() + 60
         while time.time() < deadline:

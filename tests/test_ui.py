@@ -4,20 +4,15 @@ launches a materialisation of one partition and sees it succeed."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.conftest import write_config
+from tests.ui_process import running_ragline_ui
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -27,12 +22,6 @@ CHROMIUM_ARGS = [
 ]  # fmt: skip
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture()
 def running_ui(tmp_path: Path, sample_vault: Path) -> Iterator[tuple[str, Path]]:
     vault = tmp_path / "journal"
@@ -40,34 +29,8 @@ def running_ui(tmp_path: Path, sample_vault: Path) -> Iterator[tuple[str, Path]]
     config_path = write_config(
         tmp_path, [{"name": "journal", "kind": "markdown", "path": str(vault)}]
     )
-    port = _free_port()
-    env = dict(os.environ)
-    env.pop("DAGSTER_HOME", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ragline.cli", "--config", str(config_path), "ui", "--port", str(port)],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                if httpx.get(f"{url}/server_info", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert process.poll() is None, process.stdout.read().decode() if process.stdout else ""
-            time.sleep(1)
-        else:
-            pytest.fail("the Dagster UI did not answer within 120 s")
+    with running_ragline_ui(config_path, tmp_path, stop_timeout_s=20) as url:
         yield url, tmp_path / "data" / "dagster"
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 def test_ui_shows_assets_partitions_and_runs_a_partition(

@@ -7,22 +7,18 @@ time (the writer pool admits one run at a time)."""
 from __future__ import annotations
 
 import itertools
-import os
 import shutil
-import signal
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from rag_serving.config import parse_config_file
 from tests.conftest import write_config
-from tests.test_ui import CHROMIUM, CHROMIUM_ARGS, _free_port
+from tests.test_ui import CHROMIUM, CHROMIUM_ARGS
+from tests.ui_process import running_ragline_ui
 
 WEIRD = "weird <b>tag<b> *x* | y.md"
 
@@ -50,34 +46,8 @@ def ui(tmp_path_factory: pytest.TempPathFactory, sample_vault: Path) -> Iterator
     [incremental] = index_sources(config, ["notes"], full=False)
     assert incremental.success and incremental.metadata["parsed_documents"]["failed"] == 0
 
-    port = _free_port()
-    env = dict(os.environ)
-    env.pop("DAGSTER_HOME", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ragline.cli", "--config", str(config_path), "ui", "--port", str(port)],
-        cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                if httpx.get(f"{url}/server_info", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert process.poll() is None
-            time.sleep(1)
-        else:
-            pytest.fail("the Dagster UI did not answer within 120 s")
+    with running_ragline_ui(config_path, root, stdout=subprocess.DEVNULL) as url:
         yield {"url": url, "config": config, "root": root}
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 def test_a_broken_file_stays_visible_on_its_partition(ui: dict[str, Any]) -> None:
