@@ -544,11 +544,16 @@ def _split(row: dict[str, Any]) -> str:
     parts = []
     for stage in STAGE_ORDER:
         seconds = row["stage_s"].get(stage)
-        if seconds is not None:
+        if seconds is not None and seconds >= 0.05:  # shorter ones: in the JSON
             parts.append(f"{stage} {seconds:.1f} s ({100 * seconds / total:.0f}%)")
     if row.get("model_s"):
         parts.append(f"of which inside the embedder {row['model_s']:.1f} s")
     return ", ".join(parts)
+
+
+def _top(values: dict[str, float]) -> str:
+    """The stage with the largest value (time or RSS)."""
+    return max(values, key=lambda stage: values[stage])
 
 
 def _stage_peaks(row: dict[str, Any]) -> str:
@@ -561,8 +566,9 @@ def render(data: dict[str, Any]) -> str:
     tiny, big = data["tiny"], data["big_note"]
     export_s = max(run["rows"]["prepare"]["wall_s"] for run in tiny["runs"].values())
     parts = [
-        f"Revision {data['revision']}, {data['date']}. Two edge-case vaults, each against a "
-        "baseline measured in the same run; every measurement in its own fresh process. "
+        f"Measured at {data['revision']} (run started {data['date']}, {data['total_s'] / 60:.0f} "
+        "min in all). Two edge-case vaults, each against a baseline measured in the same "
+        "run; every measurement in its own fresh process. "
         "Wall times come from 2 cores shared with other people's jobs (load average "
         f"{data['load_before']} before the run, {data['load_after']} after): read the "
         "ratios, not the seconds. *stand-in*: the Ollama provider against the test suite's "
@@ -589,7 +595,7 @@ def render(data: dict[str, Any]) -> str:
         "mostly stays with the process, so each includes what earlier stages left.",
     ]
     head = ["embedder", "files", "fresh s", "bare s", "fresh / bare", "ms / file",
-            "fresh peak MiB", "bare: model loaded / peak MiB", "fresh peak / model loaded",
+            "fresh peak MiB", "bare: model loaded / peak MiB", "fresh peak / model loaded", "fresh peak / bare peak",
             "no-change s", "walk ms", "no-change / walk", "no-change peak MiB (baseline)"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label, run in tiny["runs"].items():
@@ -598,7 +604,7 @@ def render(data: dict[str, Any]) -> str:
                  _x(s["fresh_over_bare_time"]), s["fresh_ms_per_file"],
                  s["fresh_peak_rss_mib"],
                  f"{s['bare_model_loaded_rss_mib']} / {s['bare_peak_rss_mib']}",
-                 _x(s["fresh_peak_over_model_loaded"]), s["no_change_wall_s"],
+                 _x(s["fresh_peak_over_model_loaded"]), _x(s["fresh_peak_over_bare_peak"]), s["no_change_wall_s"],
                  round(1000 * s["walk_s"], 1), _x(s["no_change_over_walk_time"]),
                  f"{s['no_change_peak_rss_mib']} ({s['no_change_baseline_rss_mib']})"]  # fmt: skip
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
@@ -629,7 +635,9 @@ def render(data: dict[str, Any]) -> str:
                  f"{s['above_baseline_over_note_size']}×" if mine else "–"]  # fmt: skip
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     notes = [
-        f"- *{label}*: {_split(row)}. RSS above the baseline per stage, MiB: {_stage_peaks(row)}."
+        f"- *{label}*: {_split(row)}. RSS above the baseline per stage, MiB: "
+        f"{_stage_peaks(row)}. Most time: {_top(row['stage_s'])}; highest RSS: "
+        f"{_top(row['stage_peak_rss_mib'])}."
         for label, row in [("one note", big["rows"]["big"]), ("split", big["rows"]["split"])]
     ]
     parts.append(
@@ -677,12 +685,8 @@ def main() -> None:
             child_walk(Path(vault), Path(out))
         return
     if args.render:
-        save(
-            NAME,
-            json.loads(args.render.read_text()),
-            render(json.loads(args.render.read_text())),
-            COMMAND,
-        )
+        kept = json.loads(args.render.read_text())
+        save(NAME, kept, render(kept), COMMAND)
         return
     if args.quick:
         args.files, args.real_files, args.note_mib, args.no_save = 2000, 200, 2.0, True
