@@ -2,7 +2,7 @@
 #   make demo   set up, index this repository's docs/ and search them
 #   make test   set up with the test tools and run the whole test suite (Python 3.11),
 #               then the search/serving/MCP/config tests on Python 3.13
-.PHONY: demo test test-py313 check-packaging setup setup-dev lint bench bench-quality bench-scale bench-documents
+.PHONY: demo test test-py313 check-packaging setup setup-dev lint bench bench-quality bench-scale bench-documents bench-edge
 
 RAGLINE = .venv/bin/ragline --config demo/ragline.toml
 
@@ -73,3 +73,8 @@ bench-scale: setup-dev
 # embedder share, peak memory; OCR seconds per page.
 bench-documents: setup-dev
 	.venv/bin/python benchmarks/documents_throughput.py
+
+# Edge-case vaults (issue 13): 20,000 tiny files and one 20 MB note; time and peak
+# memory against the bare embedder and a bare stat walk.
+bench-edge: setup-dev
+	.venv/bin/python benchmarks/edge_vaults.py
