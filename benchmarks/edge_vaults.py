@@ -50,13 +50,11 @@ import json
 import os
 import random
 import re
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -64,6 +62,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.indexing_memory import Sampler as MemorySampler
+from benchmarks.indexing_memory import _maxrss_bytes, _mib
 from benchmarks.report import REPO, SHARED_DATA, git_revision, save
 
 NAME = "edge_vaults"
@@ -102,49 +102,18 @@ STANDIN_EMBEDDER = {"provider": "ollama", "model": "all-minilm", "max_tokens": 2
                     "batch_size": 64}  # fmt: skip
 
 
-def _mib(value: float) -> float:
-    return round(value / 2**20, 1)
-
-
-def _maxrss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
-
-
 def _rss() -> int:
     import psutil
 
     return psutil.Process().memory_info().rss
 
 
-class Sampler(threading.Thread):
-    """Samples this process's RSS every ``SAMPLE_S`` seconds; peak and time per stage tag."""
+class Sampler(MemorySampler):
+    """indexing_memory's RSS sampler, plus the time spent per stage tag."""
 
     def __init__(self) -> None:
-        super().__init__(daemon=True)
-        import psutil
-
-        self.process = psutil.Process()
-        self.stage = "setup"
-        self.peaks: dict[str, int] = {}
+        super().__init__()
         self.seconds: dict[str, float] = {}
-        self.samples = 0
-        self._halt = threading.Event()
-
-    def sample(self) -> None:
-        rss = self.process.memory_info().rss
-        stage = self.stage
-        self.samples += 1
-        if rss > self.peaks.get(stage, 0):
-            self.peaks[stage] = rss
-
-    def run(self) -> None:
-        while not self._halt.wait(SAMPLE_S):
-            self.sample()
-
-    def stop(self) -> None:
-        self._halt.set()
-        self.join()
-        self.sample()
 
 
 def _tagged(
