@@ -52,18 +52,47 @@ def record_run_failure(
     )
 
 
-def _cause(exc: BaseException | None) -> str:
-    """What the user needs to read: the first of our own errors in the chain (its
-    message says what to do), else the innermost exception, not Dagster's wrapper."""
-    chain = []
-    while exc is not None and len(chain) < 20:
-        chain.append(exc)
-        exc = exc.__cause__ or exc.__context__
+def error_summary(error: object) -> str:
+    """What the user needs to read from a failure — a live exception or the serialised
+    error a Dagster event carries: the outermost of ragline's own errors in its chain
+    of causes (it says what to do, e.g. which Ollama host is down; the library error
+    under it does not), else the innermost cause; on one line."""
+    chain: list[object] = []
+    while error is not None and len(chain) < 20:
+        chain.append(error)
+        error = _next_cause(error)
     if not chain:
         return "the step failed; see the run's logs in the Dagster UI"
-    ours = [e for e in chain if isinstance(e, RaglineError)]
-    chosen = ours[0] if ours else chain[-1]
-    return str(chosen).strip() or type(chosen).__name__
+    ours = _ragline_error_names()
+    chosen = next((e for e in chain if _class_name(e) in ours), chain[-1])
+    text = str(getattr(chosen, "message", chosen) or "").strip()
+    name = _class_name(chosen)
+    if name in ours:
+        # a serialised error reads "rag_serving.errors.X: text"; ragline's text stands alone
+        head, _, rest = text.partition(": ")
+        text = rest if rest and head.endswith(name) else text
+        return " ".join(text.split()) or name
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else name
+
+
+def _next_cause(error: object) -> object:
+    if isinstance(error, BaseException):
+        return error.__cause__ or error.__context__
+    return getattr(error, "cause", None) or getattr(error, "context", None)
+
+
+def _class_name(error: object) -> str:
+    return type(error).__name__ if isinstance(error, BaseException) else error.cls_name  # type: ignore[attr-defined]
+
+
+def _ragline_error_names() -> set[str]:
+    names, pending = set(), [RaglineError]
+    while pending:
+        cls = pending.pop()
+        names.add(cls.__name__)
+        pending.extend(cls.__subclasses__())
+    return names
 
 
 @failure_hook(required_resource_keys={"settings"})
@@ -76,29 +105,11 @@ def record_failure(context: HookContext) -> None:
     data_dir = context.resources.settings.load().data_dir
     step = context.step_key.split(".")[-1] if context.step_key else None
     try:
-        record_run_failure(data_dir, source, context.run_id, step, _cause(context.op_exception))
+        record_run_failure(
+            data_dir, source, context.run_id, step, error_summary(context.op_exception)
+        )
     except Exception as exc:  # never mask the run's own failure
         context.log.warning(f"could not record the failure in the index: {exc}")
-
-
-def _error_names() -> set[str]:
-    names, pending = set(), [RaglineError]
-    while pending:
-        cls = pending.pop()
-        names.add(cls.__name__)
-        pending.extend(cls.__subclasses__())
-    return names
-
-
-def _recorded_cause(error: object) -> str:
-    """Like ``_cause``, for the serialised error a Dagster event carries."""
-    chain = []
-    while error is not None and len(chain) < 20:
-        chain.append(error)
-        error = getattr(error, "cause", None) or getattr(error, "context", None)
-    ours = _error_names()
-    chosen = next((e for e in chain if getattr(e, "cls_name", None) in ours), chain[-1])
-    return str(getattr(chosen, "message", "") or "").strip() or "the step failed"
 
 
 @run_failure_sensor(
@@ -115,7 +126,7 @@ def run_failures(context: RunFailureSensorContext, settings: RaglineConfigResour
     if steps:
         event = steps[0]
         step = (event.step_key or "").split(".")[-1] or None
-        message = _recorded_cause(getattr(event.event_specific_data, "error", None))
+        message = error_summary(getattr(event.event_specific_data, "error", None))
     else:
         step, message = None, context.failure_event.message or "the run failed"
     record_run_failure(settings.load().data_dir, source, run.run_id, step, message)

@@ -98,41 +98,15 @@ def _outcome(name: str, result: Any, seconds: float, deferred: bool) -> SourceRu
         for key, value in materialization.metadata.items():
             values[key] = getattr(value, "value", value)
         metadata[materialization.asset_key.to_user_string()] = values
+    from rag_assets.run_failures import error_summary
+
     error = None
     if not result.success:
         for event in result.all_events:
             if event.is_failure and event.event_specific_data is not None:
                 failure = getattr(event.event_specific_data, "error", None)
                 if failure is not None:
-                    error = _root_message(failure)
+                    error = error_summary(failure)
                     break
         error = error or "the run failed; see the Dagster UI (`ragline ui`) for its logs"
     return SourceRunOutcome(name, result.run_id, result.success, seconds, metadata, error, deferred)
-
-
-def _root_message(error: Any) -> str:
-    """What the user needs to read from a Dagster error: the outermost ragline error
-    in its chain of causes (it says what to do, e.g. which Ollama host is down; the
-    library error under it does not), else the innermost cause."""
-    ours = {cls.__name__ for cls in _subclasses(RaglineError)}
-    chain = [error]
-    while getattr(chain[-1], "cause", None) is not None:
-        chain.append(chain[-1].cause)
-    chosen = next((e for e in chain if getattr(e, "cls_name", None) in ours), chain[-1])
-    message = str(chosen.message or chosen).strip()
-    if chosen.cls_name in ours:
-        # "rag_serving.errors.X: text" -> "text" (ragline's messages stand alone)
-        message = (
-            message.split(": ", 1)[1]
-            if message.split(": ", 1)[0].endswith(chosen.cls_name)
-            else message
-        )
-        return " ".join(message.split())
-    return message.splitlines()[-1] if message else str(chosen)
-
-
-def _subclasses(cls: type) -> list[type]:
-    found = [cls]
-    for sub in cls.__subclasses__():
-        found += _subclasses(sub)
-    return found

@@ -263,3 +263,5 @@ def test_a_failed_run_of_the_ui_asset_job_is_recorded_by_the_sensor(
     failure = index_status(config).sources[0].last_failure
     assert failure is not None and failure.run_id == result.run_id
     assert failure.step in ("chunks", "embeddings") and "127.0.0.1:9" in failure.message
+    # the same one line as the hook records, not the serialised "module.Class: " form
+    assert failure.message.startswith("Ollama server not reachable at http://127.0.0.1:9")
