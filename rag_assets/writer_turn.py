@@ -20,6 +20,9 @@ from rag_assets.recovery import reap_dead_runs
 WRITER_POOL = "ragline_writer"  # every indexing asset and the maintenance op
 POLL_S = 1.0
 REAP_EVERY_S = 10.0
+# Runs of this process that have had their turn: every run started before them has
+# finished, so their later steps need not ask the run storage again.
+_HOLDING_TURN: set[str] = set()
 
 
 def ensure_writer_pool(instance: DagsterInstance, pool: str) -> None:
@@ -62,7 +65,7 @@ def writers_ahead(instance: DagsterInstance, run_id: str, pool: str) -> list[Run
 
 def wait_for_writer_turn(instance: DagsterInstance, run_id: str, pool: str, log) -> None:
     """Return once no writer run that started earlier is still going."""
-    if not run_granularity(instance):
+    if run_id in _HOLDING_TURN or not run_granularity(instance):
         return
     ensure_writer_pool(instance, pool)
     announced: set[str] = set()
@@ -80,3 +83,4 @@ def wait_for_writer_turn(instance: DagsterInstance, run_id: str, pool: str, log)
             reap_dead_runs(instance)
             last_reap = time.monotonic()
         time.sleep(POLL_S)
+    _HOLDING_TURN.add(run_id)
