@@ -13,6 +13,7 @@ from rag_serving.embedders.base import EmbedderFingerprint
 from rag_serving.index.fulltext import FulltextIndex
 from rag_serving.index.manifest import Generation, read_manifest
 from rag_serving.index.store import IndexStore, sql_string
+from rag_serving.text import printable
 
 TANTIVY_MATCHES_LANCEDB = "tantivy_matches_lancedb"
 CHUNKS_HAVE_DOCUMENTS = "chunks_have_documents"
@@ -63,7 +64,7 @@ def markdown_text(text: str, limit: int = MESSAGE_CHARS) -> str:
 def markdown_code(text: str) -> str:
     """``text`` as a Markdown code span (a path): literal inside, ``|`` escaped for the
     table, a fence longer than any run of backticks in it."""
-    flat = _printable(text).replace("|", "\\|")
+    flat = printable(text).replace("|", "\\|")
     longest = max((len(run) for run in _backtick_runs(flat)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if flat.startswith("`") or flat.endswith("`") else ""
@@ -212,7 +213,7 @@ def items_table(rows: list[dict[str, Any]], total: int) -> TableMetadataValue:
     """The items of ``rows`` (path, severity, message) as a table; a last row says how
     many more there are."""
     records = [
-        TableRecord({"item": _printable(r["path"]), "severity": r["severity"],
+        TableRecord({"item": printable(r["path"]), "severity": r["severity"],
                      "reason": " ".join(r["message"].split())[:MESSAGE_CHARS * 2]})
         for r in rows
     ]  # fmt: skip
@@ -222,10 +223,6 @@ def items_table(rows: list[dict[str, Any]], total: int) -> TableMetadataValue:
                          "reason": f"{total - len(rows)} more: `ragline status` lists them all"})
         )  # fmt: skip
     return MetadataValue.table(records, schema=items_indexed_schema())
-
-
-def _printable(text: str) -> str:
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
 def items_indexed(store: IndexStore, source: str) -> CheckOutcome:

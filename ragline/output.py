@@ -14,6 +14,7 @@ from rich.table import Table
 
 from rag_serving.search.engine import SearchResult
 from rag_serving.status import IndexStatus, SourceStatus
+from rag_serving.text import printable
 
 console = Console()
 err_console = Console(stderr=True)
@@ -61,21 +62,6 @@ def _escape_keep_bold(text: str) -> str:
     pieces = _BOLD.split(text)
     # split keeps captured groups at odd positions
     return "".join(escape(p) if i % 2 == 0 else f"**{p}**" for i, p in enumerate(pieces))
-
-
-def printable(text: str) -> str:
-    """``text`` with control and other invisible characters (and undecodable bytes of
-    a file name) written as escapes, so a hostile file name cannot rewrite the
-    terminal."""
-    out = []
-    for char in text:
-        if char.isprintable() or char == " ":
-            out.append(char)
-        elif 0xDC80 <= ord(char) <= 0xDCFF:  # a byte that was not valid UTF-8
-            out.append(f"\\x{ord(char) - 0xDC00:02x}")
-        else:
-            out.append(char.encode("unicode_escape").decode("ascii"))
-    return "".join(out)
 
 
 def safe_text(text: str) -> str:
