@@ -37,11 +37,9 @@ def _index(config: RaglineConfig, *names: str) -> list[Any]:
     return outcomes
 
 
-@pytest.fixture(scope="module")
-def indexed(tmp_path_factory: pytest.TempPathFactory, sample_vault: Path) -> dict[str, Any]:
-    """notes (with broken files) and journal indexed; then another note of ``notes``
-    edited and only ``notes`` re-indexed; then ``journal`` re-indexed."""
-    root = tmp_path_factory.mktemp("problems")
+def write_problem_sources(root: Path, sample_vault: Path) -> Path:
+    """Two sources under ``root``: notes (the sample's broken files plus a binary file
+    named ``WEIRD``) and journal; returns the config's path."""
     notes, journal = root / "notes", root / "journal"
     shutil.copytree(sample_vault / "notes", notes)
     shutil.copytree(sample_vault / "journal", journal)
@@ -50,7 +48,16 @@ def indexed(tmp_path_factory: pytest.TempPathFactory, sample_vault: Path) -> dic
         {"name": "notes", "kind": "markdown", "path": str(notes)},
         {"name": "journal", "kind": "markdown", "path": str(journal)},
     ]
-    config = parse_config_file(write_config(root, sources))
+    return write_config(root, sources)
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory, sample_vault: Path) -> dict[str, Any]:
+    """notes (with broken files) and journal indexed; then another note of ``notes``
+    edited and only ``notes`` re-indexed; then ``journal`` re-indexed."""
+    root = tmp_path_factory.mktemp("problems")
+    config = parse_config_file(write_problem_sources(root, sample_vault))
+    notes = root / "notes"
     first = _index(config)
     edited = notes / "Kubernetes.md"
     edited.write_text(edited.read_text() + "\nA later edit about rollouts.\n")

@@ -7,7 +7,6 @@ time (the writer pool admits one run at a time)."""
 from __future__ import annotations
 
 import itertools
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,11 +15,9 @@ from typing import Any
 import pytest
 
 from rag_serving.config import parse_config_file
-from tests.conftest import write_config
+from tests.test_problems_visible import WEIRD, write_problem_sources
 from tests.test_ui import CHROMIUM, CHROMIUM_ARGS
 from tests.ui_process import running_ragline_ui
-
-WEIRD = "weird <b>tag<b> *x* | y.md"
 
 
 @pytest.fixture(scope="module")
@@ -30,15 +27,8 @@ def ui(tmp_path_factory: pytest.TempPathFactory, sample_vault: Path) -> Iterator
     from ragline.indexing import index_sources
 
     root = tmp_path_factory.mktemp("ui-problems")
-    notes, journal = root / "notes", root / "journal"
-    shutil.copytree(sample_vault / "notes", notes)
-    shutil.copytree(sample_vault / "journal", journal)
-    (notes / WEIRD).write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00")
-    sources = [
-        {"name": "notes", "kind": "markdown", "path": str(notes)},
-        {"name": "journal", "kind": "markdown", "path": str(journal)},
-    ]
-    config_path = write_config(root, sources)
+    config_path = write_problem_sources(root, sample_vault)
+    notes = root / "notes"
     config = parse_config_file(config_path)
     assert all(o.success for o in index_sources(config, [], full=False))
     edited = notes / "Kubernetes.md"
