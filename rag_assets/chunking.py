@@ -75,6 +75,9 @@ class Chunk:
     line_end: int
     token_count: int
     anchor: str = ""  # the section's anchor ("page=6"); "" for a heading-anchored chunk
+    # Filterable "name:value" pairs of this chunk alone ("symbol:Client.retry",
+    # "symbol_kind:method"), added to its document's facets when it is served.
+    facets: tuple[str, ...] = ()
 
 
 def heading_anchor(heading_path: list[str]) -> str:
