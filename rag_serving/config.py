@@ -336,8 +336,37 @@ class DocumentsSourceConfig(FileSourceConfig, _OcrSettings):
     kind: Literal["documents"]
 
 
-SourceConfig = Annotated[MarkdownSourceConfig | DocumentsSourceConfig, Field(discriminator="kind")]
-SOURCE_KINDS = ("markdown", "documents")
+class GitSourceConfig(FileSourceConfig):
+    """A git repository: the files of one ref's tree (code by syntax, other text with
+    the text chunkers) and, with ``history``, its commits."""
+
+    kind: Literal["git"]
+    ref: str | None = None  # a branch, tag or commit; None: whatever HEAD is
+    # Not used: the tree of ``ref`` holds no ignored or untracked files (and no .git).
+    ignore_dirs: list[str] = []
+    max_file_bytes: int = Field(default=1_000_000, ge=1_000)  # larger files are skipped
+    history: bool = True  # index commits (message, author, date, changed files)
+    history_months: int | None = Field(default=24, ge=1)  # the window: this many months…
+    history_max_commits: int | None = Field(default=5_000, ge=1)  # …and at most this many
+    # A commit's diff text is indexed when it changes at most this many lines (bigger
+    # commits get their per-file summary only).
+    diff_max_lines: int = Field(default=400, ge=0)
+
+    @field_validator("ref")
+    @classmethod
+    def _ref(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or any(c in value for c in " :?*[\\")):
+            raise ValueError(
+                f"{value!r} is not a git ref name; give a branch, tag or commit id, "
+                "or leave `ref` out for HEAD"
+            )
+        return value
+
+
+SourceConfig = Annotated[
+    MarkdownSourceConfig | DocumentsSourceConfig | GitSourceConfig, Field(discriminator="kind")
+]
+SOURCE_KINDS = ("markdown", "documents", "git")
 EMBEDDER_PROVIDERS = ("sentence-transformers", "ollama")
 DEFAULT_PROVIDER = "sentence-transformers"
 
@@ -709,6 +738,18 @@ exclude = []
 ocr = "auto"            # OCR pages and images without text (Tesseract); or "off"
 ocr_languages = ["eng"]
 """,
+    "git": """
+[[sources]]
+name = "{name}"
+kind = "git"
+path = "{path}"
+# ref = "main"            # a branch, tag or commit (default: HEAD)
+include = ["**/*"]
+exclude = []
+history = true            # commits of the last history_months, at most history_max_commits
+history_months = 24
+history_max_commits = 5000
+""",
 }
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -716,8 +757,11 @@ _DETECT_SAMPLE = 2000
 
 
 def detect_kind(folder: Path) -> tuple[str, str]:
-    """The source kind for ``folder`` and why: an Obsidian vault (``.obsidian/``) or a
-    folder of mostly Markdown files is ``markdown``; anything else is ``documents``."""
+    """The source kind for ``folder`` and why: a git repository (``.git``) is ``git``,
+    an Obsidian vault (``.obsidian/``) or a folder of mostly Markdown files is
+    ``markdown``; anything else is ``documents``."""
+    if (folder / ".git").exists():  # a folder, or a file in a worktree or submodule
+        return "git", "found .git: a git repository (its tracked files and commits)"
     if (folder / ".obsidian").is_dir():
         return "markdown", "found .obsidian/: an Obsidian vault"
     markdown = total = 0

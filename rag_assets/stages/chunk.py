@@ -31,7 +31,7 @@ _DOC_COLUMNS = [
 ]  # fmt: skip
 _COPY_COLUMNS = [
     "doc_content_hash", "ordinal", "heading_path", "anchor", "line_start", "line_end", "text",
-    "embed_text", "embed_hash", "token_count",
+    "embed_text", "embed_hash", "token_count", "facets",
 ]  # fmt: skip
 
 
@@ -67,6 +67,7 @@ def chunk_source(
     source = kind.config
     scope = f"source = {sql_string(source.name)}"
     docs = store.read("documents", where=scope, columns=["doc_id", "content_hash"]).to_pylist()
+    store.staged_chunks()  # opened as a writer: adds columns an older index lacks
     staged = store.read(
         "staged_chunks", where=scope, columns=["doc_id", "doc_content_hash", "chunking_key"]
     )
@@ -184,6 +185,7 @@ def _copied_chunks(store: IndexStore, donor: str) -> list[Chunk]:
             line_end=r["line_end"],
             token_count=r["token_count"],
             anchor=r["anchor"] or "",
+            facets=tuple(r["facets"] or ()),
         )
         for r in sorted(rows, key=lambda r: r["ordinal"])
     ]
@@ -212,6 +214,7 @@ def _chunk_rows(doc: dict[str, Any], pieces: list[Any], key: str) -> list[dict[s
                 "token_count": piece.token_count,
                 "doc_content_hash": doc["content_hash"],
                 "chunking_key": key,
+                "facets": list(piece.facets),
             }
         )
     return rows

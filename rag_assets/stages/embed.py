@@ -30,7 +30,7 @@ PUBLISH_BATCH = 1024  # chunks per commit (whole documents)
 SCAN_BATCH = 2048  # staged chunks per Arrow batch when planning
 _PLAN_COLUMNS = [
     "chunk_id", "doc_id", "source", "heading_path", "anchor", "ordinal", "line_start",
-    "line_end", "text", "embed_hash",
+    "line_end", "text", "embed_hash", "facets",
 ]  # fmt: skip
 _ROW_FIELDS = (
     "doc_id", "source", "kind", "path", "title", "heading", "anchor", "ordinal",
@@ -90,6 +90,7 @@ def embed_source(
     for chunk, doc_id, digest in _columns(store, table, scope, ["chunk_id", "doc_id", "row_hash"]):
         current[chunk] = digest
         current_by_doc.setdefault(doc_id, []).append(chunk)
+    store.staged_chunks()  # opened as a writer: adds columns an older index lacks
     plan = _plan(store, scope, docs, current, full)
     stale = [cid for cid in current if cid not in plan.wanted]
     to_write = sum(len(ids) for ids in plan.to_write.values())
@@ -238,7 +239,8 @@ def _served_fields(staged: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any
         "embed_hash": staged["embed_hash"],
         "tags": doc["tags"],
         "modified": doc["modified"],
-        "facets": doc["facets"],
+        # The document's facets, then the chunk's own (a code chunk's symbol).
+        "facets": list(dict.fromkeys([*doc["facets"], *(staged.get("facets") or ())])),
     }
 
 

@@ -12,6 +12,9 @@
 - ``run_failures``: per source, the last run that failed and its one-line cause
   (shown while it is newer than the last completed run). Added after format 3
   without a format change: a table that does not exist reads as empty.
+
+Columns added without a format change (``LATE_COLUMNS``) are nullable; a writer
+opening an older table adds them, and readers treat a missing one as null.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ COLUMN_DEFAULTS = {
     ("files", "fingerprint"): "concat(cast(size as string), ':', cast(mtime_ns as string))",
 }
 TIMESTAMP = pa.timestamp("us", tz="UTC")
+# (table, column) added after format 3, each nullable: staged_chunks.facets (a chunk's
+# own facets: the symbol of a code chunk).
+LATE_COLUMNS = (("staged_chunks", "facets"),)
 
 
 def _key(name: str) -> pa.Field:
@@ -113,6 +119,9 @@ STAGED_CHUNKS = pa.schema(
         # What produced these chunks (chunker version, tokenizer, sizes): a different
         # value means the document must be chunked again.
         pa.field("chunking_key", pa.string()),
+        # The chunk's own "name:value" facets ("symbol:Client.retry"), served with
+        # its document's.
+        pa.field("facets", pa.list_(pa.string())),
     ]
 )
 

@@ -62,6 +62,8 @@ class IndexStore:
             return self._tables[name]
         if self.table_exists(name):
             tbl = self.db.open_table(name)
+            if schema is not None:
+                _add_late_columns(name, tbl, schema)
         elif schema is None:
             raise KeyError(name)
         else:
@@ -177,3 +179,16 @@ def schema_for(name: str) -> pa.Schema | None:
         "source_state": schemas.SOURCE_STATE,
         "run_failures": schemas.RUN_FAILURES,
     }.get(name)
+
+
+def _add_late_columns(name: str, table: Any, schema: pa.Schema) -> None:
+    """Add to an existing table the nullable columns added since its format
+    (``schemas.LATE_COLUMNS``): a writer fills them, readers of old rows see null."""
+    present = set(table.schema.names)
+    missing = [
+        schema.field(column)
+        for table_name, column in schemas.LATE_COLUMNS
+        if table_name == name and column not in present and column in schema.names
+    ]
+    if missing:
+        table.add_columns(missing)

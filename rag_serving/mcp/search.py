@@ -17,7 +17,6 @@ from rag_serving.search.engine import Mode, SearchEngine, SearchHit
 from rag_serving.search.filters import (
     IndexVocabulary,
     SearchFilters,
-    expand_tags,
     parse_date,
     validate_filters,
 )
@@ -37,6 +36,9 @@ class SearchRequest:
     after: str | None = None
     before: str | None = None
     types: tuple[str, ...] = ()
+    languages: tuple[str, ...] = ()
+    symbols: tuple[str, ...] = ()
+    authors: tuple[str, ...] = ()
 
     def filters(self) -> SearchFilters:
         return SearchFilters(
@@ -47,6 +49,9 @@ class SearchRequest:
             after=parse_date(self.after, "after") if self.after else None,
             before=parse_date(self.before, "before") if self.before else None,
             types=self.types,
+            languages=self.languages,
+            symbols=self.symbols,
+            authors=self.authors,
         )
 
 
@@ -64,21 +69,12 @@ class VisibleVocabularies:
             cached = self._cache.get(sources)
             if cached and cached[0] == version:
                 return cached[1]
-        docs = store.read("documents", columns=["source", "kind", "tags", "file_type"]).to_pylist()
-        configured = [s for s in engine.config.sources if s.name in sources]
-        tags: set[str] = set()
-        for row in docs:
-            if row["source"] in sources:
-                tags.update(expand_tags(row["tags"] or []))
-        vocabulary = IndexVocabulary(
-            sources=frozenset(r["source"] for r in docs if r["source"] in sources)
-            | {s.name for s in configured},
-            kinds=frozenset(r["kind"] for r in docs if r["source"] in sources)
-            | {s.kind for s in configured},
-            tags=frozenset(tags),
-            types=frozenset(
-                r["file_type"] for r in docs if r["source"] in sources and r["file_type"]
-            ),
+        docs = store.read(
+            "documents", columns=["source", "kind", "tags", "file_type", "facets"]
+        ).to_pylist()
+        vocabulary = IndexVocabulary.of_documents(
+            [r for r in docs if r["source"] in sources],
+            [(s.name, s.kind) for s in engine.config.sources if s.name in sources],
         )
         with self._lock:
             self._cache[sources] = (version, vocabulary)
@@ -136,8 +132,9 @@ def _filters_json(filters: SearchFilters, request: SearchRequest) -> dict[str, A
         out["after"] = filters.after.isoformat()
     if filters.before:
         out["before"] = filters.before.isoformat()
-    if filters.types:
-        out["types"] = list(filters.types)
+    for name in ("types", "languages", "symbols", "authors"):
+        if getattr(filters, name):
+            out[name] = list(getattr(filters, name))
     return out
 
 

@@ -22,12 +22,11 @@ from rag_serving.errors import EmbedderMismatchError, FilterError, IndexNotBuilt
 from rag_serving.index.fulltext import FulltextIndex
 from rag_serving.index.layout import IndexLayout
 from rag_serving.index.manifest import Generation, IndexManifest, read_manifest
-from rag_serving.index.store import IndexStore, sql_in
+from rag_serving.index.store import IndexStore, sql_in, sql_string
 from rag_serving.search.filters import (
     IndexVocabulary,
     SearchFilters,
     check_query,
-    expand_tags,
     validate_filters,
 )
 from rag_serving.search.fusion import (
@@ -40,6 +39,7 @@ from rag_serving.search.fusion import (
     zscore_fusion,
 )
 from rag_serving.status import scanned_after
+from rag_serving.suggest import did_you_mean
 
 Mode = Literal["hybrid", "bm25", "vector"]
 MODES: tuple[Mode, ...] = ("hybrid", "bm25", "vector")
@@ -206,18 +206,11 @@ class SearchEngine:
         version = self.store.documents().version if self.store.table_exists("documents") else -1
         if self._vocabulary and self._vocabulary[0] == version:
             return self._vocabulary[1]
-        docs = self.store.read("documents", columns=["source", "kind", "tags", "file_type"])
-        tags: set[str] = set()
-        for row_tags in docs.column("tags").to_pylist():
-            tags.update(expand_tags(row_tags or []))
-        types = {t for t in docs.column("file_type").to_pylist() if t}
-        vocabulary = IndexVocabulary(
-            sources=frozenset(docs.column("source").to_pylist())
-            | {s.name for s in self.config.sources},
-            kinds=frozenset(docs.column("kind").to_pylist())
-            | {s.kind for s in self.config.sources},
-            tags=frozenset(tags),
-            types=frozenset(types),
+        docs = self.store.read(
+            "documents", columns=["source", "kind", "tags", "file_type", "facets"]
+        ).to_pylist()
+        vocabulary = IndexVocabulary.of_documents(
+            docs, [(s.name, s.kind) for s in self.config.sources]
         )
         self._vocabulary = (version, vocabulary)
         return vocabulary
@@ -242,6 +235,7 @@ class SearchEngine:
         self.refresh()
         filters = validate_filters(filters or SearchFilters(), self.vocabulary())
         check_query(query)
+        self._check_symbols(filters.symbols)
         depth = max(settings.candidates, k)
         self.fulltext.reload()
         lists: list[RankedList] = []
@@ -261,6 +255,30 @@ class SearchEngine:
         fused = self._fuse(lists) if mode == "hybrid" else single_list(lists[0])
         hits = self._materialize(query, fused, k)
         return SearchResult(query, mode, filters, hits, self.notice)
+
+    def _check_symbols(self, symbols: tuple[str, ...]) -> None:
+        """Fail, with close matches, on a symbol no served chunk has."""
+        assert self.generation is not None
+        table = self.generation.table
+        if not symbols or not self.store.table_exists(table):
+            return
+        for symbol in symbols:
+            where = f"array_has(facets, {sql_string('symbol:' + symbol)})"
+            if self.store.count(table, where) == 0:
+                known = {
+                    facet[len("symbol:") :]
+                    for row in self.store.read(
+                        table, where="array_length(facets) > 1", columns=["facets"]
+                    )
+                    .column("facets")
+                    .to_pylist()
+                    for facet in row or ()
+                    if facet.startswith("symbol:")
+                }
+                raise FilterError(
+                    f"no indexed code defines symbol {symbol!r}{did_you_mean(symbol, known)} "
+                    "(give a function, method or class name, e.g. 'retry' or 'Client.retry')"
+                )
 
     def _fuse(self, lists: list[RankedList]) -> list[FusedHit]:
         settings = self.config.search

@@ -3,6 +3,7 @@ LanceDB (SQL) and Tantivy (queries)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -30,6 +31,25 @@ TYPE_ALIASES = {
     "tsv": "csv",
     "xlsm": "xlsx",
 }
+# Other names people use for a code language (``--language py`` is ``python``).
+LANGUAGE_ALIASES = {
+    "py": "python",
+    "js": "javascript",
+    "jsx": "javascript",
+    "ts": "typescript",
+    "golang": "go",
+    "rs": "rust",
+    "kt": "kotlin",
+    "c#": "csharp",
+    "cs": "csharp",
+    "c-sharp": "csharp",
+    "c++": "cpp",
+    "cxx": "cpp",
+    "rb": "ruby",
+    "sh": "bash",
+    "shell": "bash",
+    "zsh": "bash",
+}
 
 
 @dataclass(frozen=True)
@@ -39,8 +59,10 @@ class SearchFilters:
     Several sources or kinds match any of them; several tags must all be present
     (a tag also matches its nested tags: ``project`` matches ``project/alpha``).
     ``path_prefix`` is relative to the source's root. Dates compare with the
-    file's modification time. Several ``types`` (file types: ``pdf``, ``md``…)
-    match any of them.
+    file's modification time (a commit's date for a commit). Several ``types``
+    (file types: ``pdf``, ``md``…), ``languages`` (of code), ``symbols`` (a code
+    chunk's function or class, qualified ``Client.retry`` or short ``retry``) or
+    ``authors`` (of a commit: name or e-mail) match any of them.
     """
 
     sources: tuple[str, ...] = ()
@@ -50,6 +72,9 @@ class SearchFilters:
     after: datetime | None = None
     before: datetime | None = None
     types: tuple[str, ...] = ()
+    languages: tuple[str, ...] = ()
+    symbols: tuple[str, ...] = ()
+    authors: tuple[str, ...] = ()
 
     def is_empty(self) -> bool:
         return self == SearchFilters()
@@ -68,11 +93,28 @@ class SearchFilters:
                     TYPE_ALIASES.get(t, t) for t in (x.lower().lstrip(".") for x in self.types)
                 )
             ),
+            languages=tuple(
+                dict.fromkeys(
+                    LANGUAGE_ALIASES.get(x, x) for x in (v.strip().lower() for v in self.languages)
+                )
+            ),
+            symbols=tuple(dict.fromkeys(v.strip() for v in self.symbols)),
+            authors=tuple(dict.fromkeys(" ".join(v.split()).lower() for v in self.authors)),
         )
 
     def facet_groups(self) -> list[tuple[str, ...]]:
         """Facet values a chunk must have one of, per filter (``type:pdf``…)."""
-        return [tuple(f"type:{t}" for t in self.types)] if self.types else []
+        groups = [
+            tuple(f"{name}:{value}" for value in values)
+            for name, values in (
+                ("type", self.types),
+                ("language", self.languages),
+                ("symbol", self.symbols),
+                ("author", self.authors),
+            )
+            if values
+        ]
+        return groups
 
     def to_sql(self) -> str | None:
         """A LanceDB ``where`` clause (None when there is nothing to filter)."""
@@ -102,6 +144,32 @@ class IndexVocabulary:
     kinds: frozenset[str] = field(default_factory=frozenset)
     tags: frozenset[str] = field(default_factory=frozenset)
     types: frozenset[str] = field(default_factory=frozenset)
+    languages: frozenset[str] = field(default_factory=frozenset)
+    authors: frozenset[str] = field(default_factory=frozenset)
+
+    @classmethod
+    def of_documents(
+        cls, rows: list[dict], configured: Iterable[tuple[str, str]] = ()
+    ) -> IndexVocabulary:
+        """The vocabulary of ``documents`` rows (source, kind, tags, file_type, facets)
+        plus the configured (name, kind) pairs of sources."""
+        tags: set[str] = set()
+        facets: dict[str, set[str]] = {"language": set(), "author": set()}
+        for row in rows:
+            tags.update(expand_tags(row["tags"] or []))
+            for facet in row.get("facets") or ():
+                name, _, value = facet.partition(":")
+                if name in facets:
+                    facets[name].add(value)
+        pairs = list(configured)
+        return cls(
+            sources=frozenset(r["source"] for r in rows) | {name for name, _ in pairs},
+            kinds=frozenset(r["kind"] for r in rows) | {kind for _, kind in pairs},
+            tags=frozenset(tags),
+            types=frozenset(r["file_type"] for r in rows if r["file_type"]),
+            languages=frozenset(facets["language"]),
+            authors=frozenset(facets["author"]),
+        )
 
 
 def validate_filters(filters: SearchFilters, vocabulary: IndexVocabulary) -> SearchFilters:
@@ -109,6 +177,8 @@ def validate_filters(filters: SearchFilters, vocabulary: IndexVocabulary) -> Sea
     for name, values in (
         ("source", filters.sources), ("kind", filters.kinds), ("tag", filters.tags),
         ("type", filters.types), ("path filter", (filters.path_prefix or "",)),
+        ("language", filters.languages), ("symbol", filters.symbols),
+        ("author", filters.authors),
     ):  # fmt: skip
         for value in values:
             check_text(value, name)
@@ -130,6 +200,19 @@ def validate_filters(filters: SearchFilters, vocabulary: IndexVocabulary) -> Sea
             raise FilterError(
                 f"no indexed file has type {file_type!r}"
                 f"{did_you_mean(file_type, vocabulary.types)} (indexed types: {known})"
+            )
+    for language in filters.languages:
+        if language not in vocabulary.languages:
+            known = ", ".join(sorted(vocabulary.languages)) or "none"
+            raise FilterError(
+                f"no indexed code is in language {language!r}"
+                f"{did_you_mean(language, vocabulary.languages)} (indexed languages: {known})"
+            )
+    for author in filters.authors:
+        if author not in vocabulary.authors:
+            raise FilterError(
+                f"no indexed commit has author {author!r}"
+                f"{did_you_mean(author, vocabulary.authors)} (give a name or an e-mail address)"
             )
     if filters.after and filters.before and filters.after >= filters.before:
         raise FilterError(
