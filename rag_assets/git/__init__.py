@@ -1,0 +1,31 @@
+"""Reading git repositories (pygit2) and the rules for files that are not indexed."""
+
+from rag_assets.git.repository import (
+    CommitInfo,
+    FileChange,
+    GitRepository,
+    RepoInfo,
+    RepositoryError,
+    TreeEntry,
+    open_repository,
+)
+from rag_assets.git.rules import (
+    PathAttributes,
+    content_skip_reason,
+    entry_type_skip_reason,
+    path_skip_reason,
+)
+
+__all__ = [
+    "CommitInfo",
+    "FileChange",
+    "GitRepository",
+    "PathAttributes",
+    "RepoInfo",
+    "RepositoryError",
+    "TreeEntry",
+    "content_skip_reason",
+    "entry_type_skip_reason",
+    "open_repository",
+    "path_skip_reason",
+]
