@@ -346,8 +346,9 @@ class GitSourceConfig(FileSourceConfig):
     ignore_dirs: list[str] = []
     max_file_bytes: int = Field(default=1_000_000, ge=1_000)  # larger files are skipped
     history: bool = True  # index commits (message, author, date, changed files)
-    history_months: int | None = Field(default=24, ge=1)  # the window: this many months…
-    history_max_commits: int | None = Field(default=5_000, ge=1)  # …and at most this many
+    # The window: commits of the last this many months, at most this many (0: no limit).
+    history_months: int = Field(default=24, ge=0)
+    history_max_commits: int = Field(default=5_000, ge=0)
     # A commit's diff text is indexed when it changes at most this many lines (bigger
     # commits get their per-file summary only).
     diff_max_lines: int = Field(default=400, ge=0)
@@ -661,7 +662,20 @@ def source_path_problems(config: RaglineConfig, names: Iterable[str] | None = No
             )
         elif not os.access(folder, os.R_OK | os.X_OK):
             lines.append(f"{where}: {folder} cannot be read (permission denied)")
+        elif source.kind == "git" and not is_git_repository(folder):
+            lines.append(
+                f"{where}: {folder} is not a git repository (no .git in it); give the "
+                'repository\'s top folder, or use kind = "documents" for a plain folder'
+            )
     return lines
+
+
+def is_git_repository(folder: Path) -> bool:
+    """Whether ``folder`` is a repository's top: it holds ``.git`` (a folder, or a
+    file in a worktree or submodule), or it is a bare repository."""
+    return (folder / ".git").exists() or (
+        (folder / "HEAD").is_file() and (folder / "objects").is_dir() and (folder / "refs").is_dir()
+    )
 
 
 def require_usable(config: RaglineConfig, sources: Iterable[str] | None = None) -> None:

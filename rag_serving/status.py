@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from rag_serving.config import FileSourceConfig, RaglineConfig
+from rag_serving.config import FileSourceConfig, GitSourceConfig, RaglineConfig
 from rag_serving.errors import RaglineError
 from rag_serving.index.layout import IndexLayout
 from rag_serving.index.manifest import read_manifest
@@ -177,6 +177,8 @@ def _pending(
 ) -> tuple[PendingChanges | None, str | None]:
     """Items whose state on disk is not what search serves: changed since the last
     scan, or scanned by a run that did not complete (so not yet served)."""
+    if isinstance(source, GitSourceConfig):
+        return _git_pending(store, source, scope, served_at)
     try:
         stats = list(iter_source_files(source))
     except RaglineError as exc:
@@ -196,6 +198,33 @@ def _pending(
     for path in served:
         indexed.setdefault(path, (-1, -1))  # served, gone from a scan that did not complete
     return pending_changes(stats, indexed), None
+
+
+def _git_pending(
+    store: IndexStore | None, source: GitSourceConfig, scope: str, served_at: datetime | None
+) -> tuple[PendingChanges | None, str | None]:
+    """A git source's items (its ref's files and commits, by object id) against what
+    the last scan recorded and search serves."""
+    from rag_serving.git_source import list_git_items, open_source_repository
+
+    try:
+        listed = {
+            item.key: "!" if item.problem else item.fingerprint
+            for item in list_git_items(source, open_source_repository(source))
+        }
+    except RaglineError as exc:
+        return None, str(exc)
+    recorded: dict[str, str | None] = {}  # key → object id ("!" for a problem, None: unserved)
+    if store is not None:
+        for row in store.read(
+            "files", where=scope, columns=["path", "fingerprint", "seen_at"]
+        ).to_pylist():
+            mark = "!" if (row["fingerprint"] or "").startswith("!") else row["fingerprint"]
+            recorded[row["path"]] = None if scanned_after(row["seen_at"], served_at) else mark
+    new = sum(1 for key in listed if key not in recorded)
+    changed = sum(1 for key, seen in listed.items() if key in recorded and recorded[key] != seen)
+    deleted = sum(1 for key in recorded if key not in listed)
+    return PendingChanges(new, changed, deleted), None
 
 
 def served_paths(store: IndexStore, table: str | None, scope: str) -> set[str]:

@@ -178,10 +178,24 @@ def index(ctx: Context, sources: tuple[str, ...], full: bool, as_json: bool) -> 
 @click.option(
     "--tag", "tags", multiple=True, help="Only notes with this tag (repeatable: all must match)."
 )
-@click.option("--after", help="Only files modified on or after this date (YYYY-MM-DD).")
-@click.option("--before", help="Only files modified before this date (YYYY-MM-DD).")
+@click.option(
+    "--after", help="Only files modified (commits made) on or after this date (YYYY-MM-DD)."
+)
+@click.option("--before", help="Only files modified (commits made) before this date (YYYY-MM-DD).")
 @click.option(
     "--type", "types", multiple=True, help="Only this file type: pdf, md, docx… (repeatable)."
+)
+@click.option(
+    "--language", "languages", multiple=True, help="Only code in this language (repeatable)."
+)
+@click.option(
+    "--symbol",
+    "symbols",
+    multiple=True,
+    help="Only code defining this function or class: retry or Client.retry (repeatable).",
+)
+@click.option(
+    "--author", "authors", multiple=True, help="Only commits by this name or e-mail (repeatable)."
 )
 @click.option("--mode", type=click.Choice(["hybrid", "bm25", "vector"]), help="Retrieval mode.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -199,6 +213,9 @@ def search(
     after: str | None,
     before: str | None,
     types: tuple[str, ...],
+    languages: tuple[str, ...],
+    symbols: tuple[str, ...],
+    authors: tuple[str, ...],
     mode: str | None,
     as_json: bool,
     explain: bool,
@@ -216,6 +233,9 @@ def search(
         after=parse_date(after, "--after") if after else None,
         before=parse_date(before, "--before") if before else None,
         types=types,
+        languages=languages,
+        symbols=symbols,
+        authors=authors,
     )
     result = hybrid_search(ctx.config, query, k=k, filters=filters, mode=mode)  # type: ignore[arg-type]
     if as_json:

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rag_serving.search.engine import SearchResult
+from rag_serving.search.engine import SearchHit, SearchResult
 from rag_serving.status import IndexStatus, SourceStatus
 from rag_serving.text import printable
 
@@ -35,11 +35,8 @@ def render_search(result: SearchResult, explain: bool) -> None:
         console.print(f"[yellow]No results for[/] {safe_text(repr(result.query))} ({result.mode}).")
         return
     for hit in result.hits:
-        where = f"{hit.source}:{hit.path}"
-        anchor = f" › {safe_text(hit.anchor)}" if hit.anchor else ""
         console.print(
-            f"[bold cyan]{hit.rank:>2}.[/] [bold]{safe_text(hit.title)}[/]{anchor}  "
-            f"[dim]{safe_text(where)}:{hit.line_start}-{hit.line_end}  score {hit.score:.4f}[/]"
+            f"[bold cyan]{hit.rank:>2}.[/] {_hit_line(hit)}  [dim]score {hit.score:.4f}[/]"
         )
         snippet = _BOLD.sub(
             lambda m: f"[bold yellow]{escape(m.group(1))}[/]",
@@ -56,6 +53,23 @@ def render_search(result: SearchResult, explain: bool) -> None:
                 for name, e in hit.explain.items()
             ]
             console.print(f"    [dim]explain: {'; '.join(parts) or '-'}[/]")
+
+
+def _hit_line(hit: SearchHit) -> str:
+    """What a hit is and where: a note's title › heading and source:path:lines; a code
+    chunk's source:path:lines and symbol; a commit's short id, date, author, subject."""
+    if hit.file_type == "commit":
+        sha = hit.path.rsplit("/", 1)[-1][:10]
+        date = hit.modified.date().isoformat() if hit.modified else "?"
+        return (
+            f"[bold]{safe_text(hit.title)}[/]  [dim]{safe_text(hit.source)}@{sha} · {date} · "
+            f"{safe_text(hit.author or '?')}[/]"
+        )
+    where = f"{hit.source}:{hit.path}:{hit.line_start}-{hit.line_end}"
+    if hit.symbol:
+        return f"[bold]{safe_text(where)}[/]  {safe_text(hit.anchor)}"
+    anchor = f" › {safe_text(hit.anchor)}" if hit.anchor else ""
+    return f"[bold]{safe_text(hit.title)}[/]{anchor}  [dim]{safe_text(where)}[/]"
 
 
 def _escape_keep_bold(text: str) -> str:

@@ -1,6 +1,6 @@
 """The source-kind interface: what a kind provides, and nothing the stages branch on.
 
-A kind (markdown, documents; later git, mail, feeds, calibre) is one module with a
+A kind (markdown, documents, git; later mail, feeds, calibre) is one module with a
 ``SourceKind`` subclass, registered in ``rag_assets/sources/__init__.py``. Its
 capabilities are separate, as in Onyx's connectors:
 
@@ -103,8 +103,13 @@ class SourceKind(ABC):
         and ``ItemSkipped`` when it must not be read (it leads outside the source)."""
 
     @abstractmethod
-    def parse(self, key: str, options: ParseOptions) -> ParsedDocument:
-        """Parse one item; raises ``ItemSkipped`` / ``ItemError`` with a one-line reason."""
+    def parse(
+        self, key: str, options: ParseOptions, content_hash: str | None = None
+    ) -> ParsedDocument:
+        """Parse one item; raises ``ItemSkipped`` / ``ItemError`` with a one-line reason.
+
+        ``content_hash`` is the hash the scan recorded: a kind whose hash names the
+        content (a git blob id) reads exactly that version."""
 
     @abstractmethod
     def file_type(self, key: str) -> str | None:
@@ -125,6 +130,11 @@ class SourceKind(ABC):
         return [f"type:{file_type}"] if file_type else []
 
     # ---- chunk ---------------------------------------------------------------
+
+    def chunker_version(self) -> str:
+        """The version of the kind's own chunkers ('' for the shared ones): a new one
+        chunks the source's documents again."""
+        return ""
 
     def chunk(
         self, document: DocumentView, count_tokens: CountTokens, target: int, maximum: int

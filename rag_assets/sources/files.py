@@ -75,7 +75,9 @@ class FileSourceKind(SourceKind):
             allow_deferred_work=allow_deferred_work,
         )
 
-    def parse(self, key: str, options: ParseOptions) -> ParsedDocument:
+    def parse(
+        self, key: str, options: ParseOptions, content_hash: str | None = None
+    ) -> ParsedDocument:
         file_type = self.file_type(key)
         if file_type is None:
             raise ItemSkipped("no parser for this type of file; exclude it with `exclude`")

@@ -42,11 +42,13 @@ def chunk_budget(chunking: ChunkingConfig, embedder: Embedder) -> tuple[int, int
     return min(chunking.target_tokens, maximum), maximum
 
 
-def chunking_key(chunking: ChunkingConfig, embedder: Embedder) -> str:
-    """Identifies what chunk boundaries depend on: chunker version, tokenizer, sizes."""
+def chunking_key(chunking: ChunkingConfig, embedder: Embedder, kind_version: str = "") -> str:
+    """Identifies what chunk boundaries depend on: chunker versions (the shared one and
+    the kind's own), tokenizer, sizes."""
     target, maximum = chunk_budget(chunking, embedder)
     fp = embedder.fingerprint
-    return text_hash(f"{fp.chunker_version}|{fp.provider}|{fp.model}|{target}|{maximum}")[:16]
+    key = f"{fp.chunker_version}|{fp.provider}|{fp.model}|{target}|{maximum}"
+    return text_hash(key + (f"|{kind_version}" if kind_version else ""))[:16]
 
 
 def chunk_source(
@@ -71,7 +73,7 @@ def chunk_source(
     staged = store.read(
         "staged_chunks", where=scope, columns=["doc_id", "doc_content_hash", "chunking_key"]
     )
-    key = chunking_key(chunking, embedder)
+    key = chunking_key(chunking, embedder, kind.chunker_version())
     chunked_hash: dict[str, str] = {}
     known: set[str] = set()
     columns = (staged.column(c).to_pylist() for c in ("doc_id", "doc_content_hash", "chunking_key"))

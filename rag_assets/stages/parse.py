@@ -217,7 +217,7 @@ def _parse_one(
         severity, _ = PROBLEM_MARKS.get(file["fingerprint"], ("error", False))
         return FileProblem(path, severity, file["error"])
     try:
-        document = kind.parse(path, options)
+        document = kind.parse(path, options, file["content_hash"])
     except ItemSkipped as exc:
         return FileProblem(path, "skipped", str(exc))
     except ItemError as exc:
@@ -266,7 +266,10 @@ def _document_row(
         "kind": kind.name,
         "path": key,
         "title": fields["parsed_title"] or _title_from_key(key),
-        "modified": datetime.fromtimestamp(mtime / 1e9, UTC) if mtime is not None else None,
+        # An item that is not a file (a commit) is dated by what it says.
+        "modified": (
+            datetime.fromtimestamp(mtime / 1e9, UTC) if mtime is not None else fields["updated"]
+        ),
         "content_hash": file["content_hash"],
         "indexed_at": now,
         "file_type": file_type,

@@ -78,7 +78,15 @@ def _by_id(store: IndexStore, chunks_table: str | None, access: Access, key: str
         rows = store.read(
             chunks_table,
             where=f"chunk_id = {sql_string(key)}",
-            columns=["chunk_id", "doc_id", "source", "heading", "line_start", "line_end"],
+            columns=[
+                "chunk_id",
+                "doc_id",
+                "source",
+                "heading",
+                "line_start",
+                "line_end",
+                "facets",
+            ],
         ).to_pylist()
         if rows:
             chunk = rows[0]

@@ -43,6 +43,11 @@ class Hit(BaseModel):
     indexed_at: str | None
     stale: bool = Field(description="True when the file changed or vanished since indexing.")
     stale_reason: str | None = Field(description="'modified' or 'deleted' when stale.")
+    symbol: str | None = Field(
+        default=None, description="Code: the function, method or class, e.g. 'Client.retry'."
+    )
+    language: str | None = Field(default=None, description="Code: its language.")
+    author: str | None = Field(default=None, description="Commit: its author.")
 
 
 class SearchOutput(BaseModel):
@@ -114,11 +119,43 @@ class BacklinkOut(BaseModel):
     line: int = Field(description="Line of the link in the linking file.")
 
 
+class SymbolOut(BaseModel):
+    """A function, method, class… defined in a code file."""
+
+    name: str = Field(description="Qualified name, e.g. 'UploadClient.retry_upload'.")
+    kind: str | None = Field(description="function, method, class, struct, …")
+    line_start: int
+    line_end: int
+    chunk_id: str = Field(description="Open it with `open` and this id.")
+
+
+class CommitOut(BaseModel):
+    """A commit that changed a file (git sources)."""
+
+    doc_id: str = Field(description="Open the commit (message, changed files, diff) with it.")
+    sha: str
+    subject: str
+    author: str | None
+    date: str | None
+
+
 class NeighborsOutput(BaseModel):
     note: DocRef
-    links: list[LinkOut] = Field(description="Outgoing [[links]] (not embeds).")
+    links: list[LinkOut] = Field(
+        description="Outgoing [[links]] (not embeds); for a commit, the files it changed."
+    )
     embeds: list[LinkOut] = Field(description="Outgoing ![[embeds]].")
-    backlinks: list[BacklinkOut] = Field(description="Links and embeds from other notes.")
+    backlinks: list[BacklinkOut] = Field(
+        description="Links and embeds from other notes (commits are under `commits`)."
+    )
+    symbols: list[SymbolOut] = Field(
+        default_factory=list,
+        description="For code: the other functions, methods and classes of the file.",
+    )
+    commits: list[CommitOut] = Field(
+        default_factory=list,
+        description="For a file of a git source: the latest commits that changed it.",
+    )
 
 
 class SourceInfo(BaseModel):

@@ -167,4 +167,7 @@ def hit_out(hit: SearchHit) -> Hit:
         indexed_at=hit.indexed_at.isoformat() if hit.indexed_at else None,
         stale=hit.stale is not None,
         stale_reason=hit.stale,
+        symbol=hit.symbol,
+        language=hit.language,
+        author=hit.author,
     )

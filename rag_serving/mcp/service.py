@@ -13,6 +13,7 @@ from typing import Any
 
 from rag_serving.config import RaglineConfig
 from rag_serving.mcp.auth import Access
+from rag_serving.mcp.code import file_symbols, is_commit, symbol_range, touching_commits
 from rag_serving.mcp.documents import check_source, locate
 from rag_serving.mcp.excerpts import Body
 from rag_serving.mcp.links import Edge, LinkGraphCache, Note
@@ -98,6 +99,10 @@ class RaglineService:
         doc, chunk = found.doc, found.chunk
         body = Body.of(doc["body"] or "", int(doc["body_start_line"] or 1), doc["sections_json"])
         chunk_range = (chunk["line_start"], chunk["line_end"], chunk["heading"]) if chunk else None
+        if chunk is not None and start_line is None and end_line is None and section is None:
+            table = self._table()
+            whole = symbol_range(engine.store, table, chunk) if table else None
+            chunk_range = whole or chunk_range  # a code chunk: its whole symbol
         start, end, heading, anchor = body.choose_range(start_line, end_line, section, chunk_range)
         excerpt = body.cut(start, end, max_lines, heading)
         frontmatter = json.loads(doc["frontmatter_json"] or "{}") or None
@@ -136,8 +141,13 @@ class RaglineService:
     ) -> NeighborsOutput:
         engine = self.engine
         with self._read_lock:
-            doc = self._locate(access, id, source, path).doc
+            found = self._locate(access, id, source, path)
+            doc = found.doc
             graph = self._links.get(engine.store)
+            chunk_id = found.chunk["chunk_id"] if found.chunk else None
+            symbols = file_symbols(engine.store, self._table(), doc["doc_id"], chunk_id)
+            incoming = graph.incoming.get(doc["doc_id"], [])
+            commits = touching_commits(engine.store, incoming)
         note = graph.notes.get(doc["doc_id"]) or Note(
             doc["doc_id"], doc["source"], doc["path"], doc["title"]
         )
@@ -154,13 +164,15 @@ class RaglineService:
             for edge in sorted(
                 graph.incoming.get(note.doc_id, []), key=lambda e: (e.origin.path, e.link.line)
             )
-            if access.can_see(edge.origin.source)
+            if access.can_see(edge.origin.source) and not is_commit(edge.origin.path)
         ]
         return NeighborsOutput(
             note=_ref(note),
             links=[link for link in outgoing if not link.embed],
             embeds=[link for link in outgoing if link.embed],
             backlinks=backlinks,
+            symbols=symbols,
+            commits=commits,
         )
 
     def list_sources(self, access: Access) -> ListSourcesOutput:

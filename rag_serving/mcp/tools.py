@@ -44,7 +44,8 @@ REINDEX = ToolAnnotations(
 )
 
 SEARCH_DESCRIPTION = """Search the user's indexed notes and documents (hybrid BM25 +
-semantic search over Markdown notes, PDFs, office files, web pages, e-books).
+semantic search over Markdown notes, PDFs, office files, web pages, e-books, and git
+repositories: code by function/class, and commits).
 
 Returns ranked chunks with what you need to cite them: source, path, `location`
 (e.g. 'paper.pdf#page=6', 'deck.pptx#slide=3'), heading, line range, chunk_id and
@@ -53,8 +54,12 @@ with a hit's chunk_id (or doc_id) to read the page, slide or section it is on.
 Filters: `sources`/`kinds`/`types` match any of the given values (types are file
 types: pdf, md, docx, pptx, xlsx, html, epub, txt…), `tags` must all be present (a tag also matches its nested tags), `path_prefix` is relative
 to the source root, `after`/`before` compare the file's modification date
-(YYYY-MM-DD). An unknown source, kind or tag is an error that lists close matches;
-call `list_sources` to see the sources."""
+(YYYY-MM-DD; a commit's date for commits). Code hits carry `symbol` and `language`
+and cite `path#L10-L42`; commit hits (file_type 'commit') carry `author`, and their
+title is the subject. `languages`, `symbols` (a function or class, short or
+qualified name) and `authors` (of commits) narrow further. An unknown source, kind,
+tag, language, symbol or author is an error that lists close matches; call
+`list_sources` to see the sources."""
 
 OPEN_DESCRIPTION = """Read an indexed note or document, or part of it, with line numbers.
 
@@ -64,13 +69,17 @@ range, a chunk id returns that chunk's lines — for a PDF, slide deck, spreadsh
 or e-book, the whole page, slide, sheet or chapter the chunk is on — and a doc id
 the whole document. Narrow with `start_line`/`end_line` (inclusive) or `section`
 (a heading or heading path like 'Install > Linux' or 'Install#Linux', or a part's
-anchor like 'page=6', 'slide=3', 'sheet=Sales', 'chapter=2'). Only indexed items can
+anchor like 'page=6', 'slide=3', 'sheet=Sales', 'chapter=2'). A code chunk's id
+returns its whole function, method or class with line numbers. Only indexed items can
 be opened; the text is the indexed text (see `stale`)."""
 
 NEIGHBORS_DESCRIPTION = """The link graph around a note: its outgoing [[links]], its
 ![[embeds]], and its backlinks (other notes linking to it), each resolved to the
 linked note's doc_id, title and path (or `resolved: null` when no indexed note
-matches). Name the note by `id` or `source` + `path`, as for `open`."""
+matches). Name the note by `id` or `source` + `path`, as for `open`. For a code
+file (or chunk) of a git source: the other functions and classes of the file
+(`symbols`) and the latest commits that changed it (`commits`); for a commit: the
+files it changed (`links`)."""
 
 LIST_SOURCES_DESCRIPTION = """List the sources you can search (name, kind, number of
 files, documents and chunks, when each was last indexed)."""
@@ -138,6 +147,21 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
             str | None, Field(description="Modified on or after (YYYY-MM-DD).")
         ] = None,
         before: Annotated[str | None, Field(description="Modified before (YYYY-MM-DD).")] = None,
+        languages: Annotated[
+            list[str] | None,
+            Field(description="Only code in these languages, e.g. 'python', 'go', 'typescript'."),
+        ] = None,
+        symbols: Annotated[
+            list[str] | None,
+            Field(
+                description="Only code chunks defining these functions/classes, e.g. "
+                "'retry_upload' or 'UploadClient.retry_upload'."
+            ),
+        ] = None,
+        authors: Annotated[
+            list[str] | None,
+            Field(description="Only commits by these authors (name or e-mail)."),
+        ] = None,
     ) -> SearchOutput:
         request = SearchRequest(
             query=query,
@@ -150,6 +174,9 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
             after=after,
             before=before,
             types=tuple(types or ()),
+            languages=tuple(languages or ()),
+            symbols=tuple(symbols or ()),
+            authors=tuple(authors or ()),
         )
         return await call(service.search, request=request)
 

@@ -71,7 +71,10 @@ class SearchHit:
     stale: str | None = None  # "modified" / "deleted" since it was indexed
     explain: dict[str, dict[str, float]] = field(default_factory=dict)
     location: str = ""  # the citeable place: "paper.pdf#page=6", "Note.md#Heading"
-    file_type: str | None = None  # pdf, md, docx…
+    file_type: str | None = None  # pdf, md, docx, python…, commit
+    symbol: str | None = None  # a code chunk's function or class ("Client.retry")
+    language: str | None = None  # a code chunk's language
+    author: str | None = None  # a commit's author
 
     def as_json(self, with_explain: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -93,6 +96,9 @@ class SearchHit:
             "stale": self.stale is not None,
             "stale_reason": self.stale,
         }
+        for name in ("symbol", "language", "author"):
+            if getattr(self, name):
+                data[name] = getattr(self, name)
         if with_explain:
             data["explain"] = self.explain
         return data
@@ -365,6 +371,9 @@ class SearchEngine:
                     explain=explain_as_dict(hit.explain),
                     location=hit_location(row["path"], row["anchor"]),
                     file_type=facet_value(row.get("facets"), "type"),
+                    symbol=facet_value(row.get("facets"), "symbol"),
+                    language=facet_value(row.get("facets"), "language"),
+                    author=facet_value(row.get("facets"), "author_name"),
                 )
             )
         return hits
