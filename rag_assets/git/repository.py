@@ -262,7 +262,7 @@ class GitRepository:
         repo = self._repo
         git_dir = Path(repo.path.rstrip("/"))
         bare = repo.is_bare
-        empty = repo.is_empty
+        empty = self._empty()
         detached = repo.head_is_detached
         head_ref = None
         if not (detached or repo.head_is_unborn):
@@ -288,7 +288,7 @@ class GitRepository:
         None for a repository without commits. An unknown ref raises
         ``RepositoryError`` naming the closest branches and tags."""
         repo = self._repo
-        if repo.is_empty:
+        if self._empty():
             return None
         if ref is None:
             if repo.head_is_unborn:
@@ -311,6 +311,11 @@ class GitRepository:
                 f"{ref!r} in {self.path} is a {kind}, not a commit; set `ref` to a branch, tag "
                 "or commit"
             ) from None
+
+    def _empty(self) -> bool:
+        # Not libgit2's is_empty: that also wants HEAD on init.defaultBranch (or
+        # "master"), so a new repository made with `git init -b main` is "not empty".
+        return self._repo.head_is_unborn and not self._repo.listall_references()
 
     def _branch_names(self) -> list[str]:
         return sorted(self._repo.branches.local)
