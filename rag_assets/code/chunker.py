@@ -1,0 +1,527 @@
+"""Syntax-aware chunks of a source file: one per definition, measured in the embedder's tokens.
+
+How a file becomes chunks:
+
+1. tree-sitter parses it (with a time limit); the definitions (functions, methods,
+   classes, structs, traits, impls, modules, namespaces ...) are found per language
+   (``symbols.py``), each with its leading comments, decorators and attributes.
+2. The file's rows are laid out as definitions and the code between them (imports,
+   constants, module-level statements), so every row belongs to exactly one piece.
+   A definition that fits ``maximum`` is one piece; a class/module/impl over
+   ``target`` becomes its own header piece (signature, fields, small code) plus one
+   piece per member, recursively; a larger leaf (a function) is cut at statement
+   boundaries: the children of the node, then of its largest child, and so on down
+   to single lines, and the units are packed up to ``target`` as ``(part k)`` pieces.
+3. Neighbouring pieces are grouped: small ones (under ``target/4`` tokens) join a
+   neighbour while the group fits ``target``; tiny ones (under ``target/10``) and a
+   closing ``}``/``end`` line join while it fits ``maximum``.
+4. Each chunk's embed text is a context line, ``path · language · class A · method b``,
+   then the code. Every embed text is counted exactly (in batches); one over
+   ``maximum`` is split again (pieces, lines, then characters of a single line), so
+   ``token_count <= maximum`` always holds.
+
+Token counts of single lines are taken once per distinct line (one tokenizer call) and
+summed for the estimates; the exact counts come from a second call on the embed texts.
+A file in an unknown language, one whose parse fails or times out, or one mostly made
+of ERROR nodes is cut into line windows of about ``target`` tokens (at blank lines
+where possible).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+
+from tree_sitter import Node
+
+from rag_assets.chunking import Chunk, CountTokens, _check_budget
+from rag_assets.code.languages import CODE_LANGUAGES, parse
+from rag_assets.code.symbols import (
+    CodeSymbol,
+    Definition,
+    definitions,
+    first_row,
+    last_row,
+    mostly_errors,
+)
+
+__all__ = ["CODE_CHUNKER_VERSION", "chunk_code", "code_symbols"]
+
+# Bump whenever the chunk boundaries or embed texts can change for the same input.
+CODE_CHUNKER_VERSION = "code-ts-1"
+
+_SEPARATOR = " · "
+_CLOSER = re.compile(r"^\s*(?:[)\]};,]+|end|fi|done|esac)\s*(?:(?://|#).*)?$")
+_MAX_DEPTH = 200
+_MAX_LISTED = 6  # symbols named in a grouped chunk's context line
+
+
+@dataclass
+class _Piece:
+    start: int  # rows, 0-based, inclusive
+    end: int
+    owner: Definition | None  # None: module-level code
+    tokens: int  # estimated tokens of the text alone
+    whole: bool = False  # holds all of owner (so also its members)
+    part: int = 0  # k for "part k" of a definition cut at statements
+    closer: bool = False  # only closing brackets / `end`
+    cols: tuple[int, int] | None = None  # a slice of one over-long row
+    extra: list[Definition] = field(default_factory=list)  # defined on a shared row
+
+
+@dataclass
+class _Built:
+    embed: str
+    text: str
+    header: str
+    start_row: int
+    end_row: int
+    heading: list[str]
+    facets: tuple[str, ...]
+
+
+def chunk_code(
+    text: str,
+    language: str | None,
+    path: str,
+    count_tokens: CountTokens,
+    target: int,
+    maximum: int,
+    first_line: int = 1,
+    *,
+    problems: list[str] | None = None,
+) -> list[Chunk]:
+    """Cut a source file into syntax-aware chunks of at most ``maximum`` tokens.
+
+    ``language`` is one of ``CODE_LANGUAGES`` (else line windows); ``path`` is shown
+    in each chunk's context line; ``first_line`` is the file line of ``text``'s first
+    line. A parse that fails or times out appends a one-line reason to ``problems``
+    and falls back to line windows. Deterministic: same input, same chunks.
+    """
+    _check_budget(target, maximum)
+    if not text.strip():
+        return []
+    chunker = _CodeChunker(text, language, path, count_tokens, target, maximum, first_line)
+    chunks = chunker.run()
+    if problems is not None and chunker.problem:
+        problems.append(chunker.problem)
+    return chunks
+
+
+def code_symbols(text: str, language: str | None, first_line: int = 1) -> list[CodeSymbol]:
+    """Every definition of a source file in file order, nested ones included, with
+    1-based lines (leading comments/decorators included); [] if it does not parse."""
+    if language not in CODE_LANGUAGES or not text.strip():
+        return []
+    source = text.encode("utf-8", "replace")
+    tree = parse(source, language)
+    if tree is None:
+        return []
+    rows = [bool(line.strip()) for line in text.split("\n")]
+    if mostly_errors(tree.root_node, rows):
+        return []
+    found: list[CodeSymbol] = []
+    for top in definitions(tree.root_node, language, source):
+        for d in top.walk():
+            found.append(
+                CodeSymbol(d.kind, d.qualified, d.short, d.start + first_line, d.end + first_line)
+            )
+    return found
+
+
+class _CodeChunker:
+    def __init__(
+        self,
+        text: str,
+        language: str | None,
+        path: str,
+        count_tokens: CountTokens,
+        target: int,
+        maximum: int,
+        first_line: int,
+    ) -> None:
+        self.text = text
+        self.language = language if language in CODE_LANGUAGES else None
+        self.count_tokens = count_tokens
+        self.target = target
+        self.max = maximum
+        self.first_line = first_line
+        self.lines = text.split("\n")
+        self.filled = [bool(line.strip()) for line in self.lines]
+        self.offsets = [0]
+        for line in self.lines[:-1]:
+            self.offsets.append(self.offsets[-1] + len(line) + 1)
+        self.base = f"{path}{_SEPARATOR}{self.language}" if self.language else path
+        self.small = max(target // 4, 1)
+        self.tiny = max(target // 10, 1)
+        self.header_cap = max(maximum // 4, 1)
+        self.problem = ""
+        self.counts: dict[str, int] = {}  # exact counts of texts seen (embeds, headers)
+        self.label_tokens: dict[int, int] = {}  # id(definition) -> tokens of its label
+
+    # ---- token estimates -----------------------------------------------------
+
+    def count(self, texts: Sequence[str]) -> None:
+        """Count the texts not counted yet, in one tokenizer call."""
+        todo = sorted({t for t in texts if t not in self.counts})
+        if todo:
+            self.counts.update(zip(todo, self.count_tokens(todo), strict=True))
+
+    def prime(self, defs: list[Definition]) -> None:
+        """One tokenizer call for every distinct line, the base header and the labels."""
+        everything = [d for top in defs for d in top.walk()]
+        labels = [d.label for d in everything]
+        self.count([*(line for line in self.lines if line.strip()), self.base, *labels])
+        self.prefix = [0]
+        for line, filled in zip(self.lines, self.filled, strict=True):
+            self.prefix.append(self.prefix[-1] + (self.counts[line] if filled else 0))
+        for d in everything:
+            self.label_tokens[id(d)] = self.counts[d.label]
+
+    def est(self, a: int, b: int) -> int:
+        return self.prefix[b + 1] - self.prefix[a]
+
+    def header_est(self, owner: Definition | None) -> int:
+        tokens = self.counts[self.base] + 1
+        if owner is not None:
+            tokens += sum(self.label_tokens[id(d)] + 2 for d in owner.lineage())
+        return min(tokens, self.header_cap)
+
+    def trim(self, a: int, b: int) -> tuple[int, int] | None:
+        while a <= b and not self.filled[a]:
+            a += 1
+        while b >= a and not self.filled[b]:
+            b -= 1
+        return (a, b) if a <= b else None
+
+    # ---- layout ----------------------------------------------------------------
+
+    def run(self) -> list[Chunk]:
+        last = len(self.lines) - 1
+        found = self.parse()
+        if found is None:
+            self.prime([])
+            budget = max(self.target - self.header_est(None), 1)
+            pieces = [self.piece(s, e, None) for s, e in self.line_units(0, last, budget)]
+        else:
+            defs, top_nodes = found
+            self.prime(defs)
+            pieces = self.layout(defs, 0, last, None, top_nodes)
+        return self.finish(self.group([p for p in pieces if p is not None]))
+
+    def parse(self) -> tuple[list[Definition], list[Node]] | None:
+        if self.language is None:
+            return None
+        source = self.text.encode("utf-8", "replace")
+        tree = parse(source, self.language)
+        if tree is None:
+            self.problem = f"{self.language} parse failed or timed out; cut into line windows"
+            return None
+        root = tree.root_node
+        if mostly_errors(root, self.filled):
+            self.problem = f"{self.language} syntax errors in most lines; cut into line windows"
+            return None
+        return definitions(root, self.language, source), root.named_children
+
+    def piece(self, a: int, b: int, owner: Definition | None, **flags: object) -> _Piece | None:
+        rows = self.trim(a, b)
+        if rows is None:
+            return None
+        return _Piece(rows[0], rows[1], owner, self.est(*rows), **flags)  # type: ignore[arg-type]
+
+    def layout(
+        self,
+        defs: list[Definition],
+        lo: int,
+        hi: int,
+        owner: Definition | None,
+        siblings: Sequence[Node],
+    ) -> list[_Piece | None]:
+        """Pieces covering rows lo..hi: the definitions and the code around them."""
+        pieces: list[_Piece | None] = []
+        cur = lo
+        for d in defs:
+            start, end = max(d.start, cur), min(d.end, hi)
+            if start > end:  # it shares its row(s) with the definition before it
+                placed = [p for p in pieces if p is not None]
+                if placed:
+                    placed[-1].extra.append(d)
+                continue
+            if start > cur:
+                pieces.extend(self.code(cur, start - 1, owner, siblings))
+            pieces.extend(self.place(d, start, end))
+            cur = end + 1
+        if cur <= hi:
+            pieces.extend(self.code(cur, hi, owner, siblings))
+        return pieces
+
+    def code(
+        self, a: int, b: int, owner: Definition | None, siblings: Sequence[Node]
+    ) -> list[_Piece | None]:
+        """Code that is not a definition of its own (imports, fields, statements)."""
+        rows = self.trim(a, b)
+        if rows is None:
+            return []
+        a, b = rows
+        header = self.header_est(owner)
+        if self.est(a, b) + header <= self.target:
+            closer = all(_CLOSER.match(self.lines[r]) for r in range(a, b + 1) if self.filled[r])
+            return [self.piece(a, b, owner, closer=closer)]
+        nodes = [n for n in siblings if first_row(n) <= b and last_row(n) >= a]
+        units = self.units(nodes, a, b, self.max - header, 0)
+        return [self.piece(s, e, owner) for s, e in self.pack(units, self.target - header)]
+
+    def place(self, d: Definition, start: int, end: int) -> list[_Piece | None]:
+        tokens, header = self.est(start, end), self.header_est(d)
+        if d.members and tokens + header > self.target:
+            return self.layout(d.members, start, end, d, d.body)
+        if tokens + header <= self.max:
+            return [self.piece(start, end, d, whole=True)]
+        units = self.units([d.node], start, end, self.max - header, 0)
+        parts = self.pack(units, self.target - header)
+        return [self.piece(s, e, d, part=k) for k, (s, e) in enumerate(parts, 1)]
+
+    def units(
+        self, nodes: Sequence[Node], a: int, b: int, budget: int, depth: int
+    ) -> list[tuple[int, int]]:
+        """Rows a..b cut at the starts of ``nodes`` (statements), each unit within
+        ``budget`` tokens where a node can be cut further; lines last."""
+        starts = sorted({first_row(n) for n in nodes if a < first_row(n) <= b})
+        out: list[tuple[int, int]] = []
+        for s, e in zip([a, *starts], [*(x - 1 for x in starts), b], strict=True):
+            if self.est(s, e) <= budget:
+                out.append((s, e))
+                continue
+            inside = [
+                n
+                for n in nodes
+                if s <= first_row(n) <= e and last_row(n) > first_row(n) and n.named_child_count
+            ]
+            if not inside or depth >= _MAX_DEPTH:
+                out.extend(self.line_units(s, e, budget))
+                continue
+            big = max(inside, key=lambda n: min(last_row(n), e) - first_row(n))
+            bs, be = first_row(big), min(last_row(big), e)
+            if bs > s:
+                out.extend(self.line_units(s, bs - 1, budget))
+            out.extend(self.units(big.named_children, bs, be, budget, depth + 1))
+            if be < e:
+                out.extend(self.line_units(be + 1, e, budget))
+        return out
+
+    def line_units(self, a: int, b: int, budget: int) -> list[tuple[int, int]]:
+        """Rows a..b in windows of about ``budget`` tokens, cut after a blank line in
+        the second half of a window where there is one."""
+        out: list[tuple[int, int]] = []
+        s, total, blank, r = a, 0, -1, a
+        line_tokens = self.prefix
+        while r <= b:
+            t = line_tokens[r + 1] - line_tokens[r]
+            if r > s and total + t > budget:
+                cut = blank if blank >= s + (r - s) // 2 and blank > s else r - 1
+                out.append((s, cut))
+                s, blank = cut + 1, -1
+                total = self.est(s, r - 1) if s <= r - 1 else 0
+                continue
+            total += t
+            if not self.filled[r]:
+                blank = r
+            r += 1
+        out.append((s, b))
+        return out
+
+    def pack(self, units: list[tuple[int, int]], limit: int) -> list[tuple[int, int]]:
+        out: list[tuple[int, int]] = []
+        for s, e in units:
+            if out and self.est(out[-1][0], e) <= limit:
+                out[-1] = (out[-1][0], e)
+            else:
+                out.append((s, e))
+        return out
+
+    # ---- grouping ----------------------------------------------------------------
+
+    def group(self, pieces: list[_Piece]) -> list[list[_Piece]]:
+        groups: list[list[_Piece]] = []
+        total = 0
+        for p in pieces:
+            if groups:
+                together = total + p.tokens + self.group_header(groups[-1] + [p])
+                if (
+                    (p.closer and together <= self.max)
+                    or (together <= self.target and min(total, p.tokens) < self.small)
+                    or (together <= self.max and min(total, p.tokens) < self.tiny)
+                ):
+                    groups[-1].append(p)
+                    total += p.tokens
+                    continue
+            groups.append([p])
+            total = p.tokens
+        return groups
+
+    def group_header(self, pieces: list[_Piece]) -> int:
+        owners = {id(p.owner): p.owner for p in pieces if p.owner is not None}
+        if not owners:
+            return self.header_est(None)
+        return max(self.header_est(o) for o in owners.values()) + 3 * (len(owners) - 1)
+
+    # ---- chunks --------------------------------------------------------------------
+
+    def finish(self, groups: list[list[_Piece]]) -> list[Chunk]:
+        while True:
+            described = [self.describe(g) for g in groups]
+            headers = self.headers([labels for _, labels in described])
+            built = [
+                self.build(g, heading, header)
+                for g, (heading, _), header in zip(groups, described, headers, strict=True)
+            ]
+            self.count([b.embed for b in built])
+            if all(self.counts[b.embed] <= self.max for b in built):
+                break
+            again: list[list[_Piece]] = []
+            for g, b in zip(groups, built, strict=True):
+                if self.counts[b.embed] <= self.max:
+                    again.append(g)
+                else:
+                    again.extend(self.resplit(g, self.counts[b.header]))
+            groups = again
+        chunks = []
+        for ordinal, b in enumerate(built):
+            line_start, line_end = b.start_row + self.first_line, b.end_row + self.first_line
+            chunks.append(
+                Chunk(
+                    ordinal=ordinal,
+                    heading_path=b.heading,
+                    text=b.text,
+                    embed_text=b.embed,
+                    line_start=line_start,
+                    line_end=line_end,
+                    token_count=self.counts[b.embed],
+                    anchor=f"L{line_start}-L{line_end}",
+                    facets=b.facets,
+                )
+            )
+        return chunks
+
+    def resplit(self, g: list[_Piece], header_tokens: int) -> list[list[_Piece]]:
+        """Smaller groups for a group whose embed text is over ``maximum``."""
+        if len(g) > 1:
+            half, best = 1, math.inf
+            total = sum(p.tokens for p in g)
+            running = 0
+            for i, p in enumerate(g[:-1], 1):
+                running += p.tokens
+                if abs(total - 2 * running) < best:
+                    half, best = i, abs(total - 2 * running)
+            return [g[:half], g[half:]]
+        (p,) = g
+        budget = max(self.max - header_tokens - 1, 1)
+        flags = {"whole": p.whole, "part": p.part}
+        if p.cols is None and p.start < p.end:
+            rows = self.line_units(p.start, p.end, budget)
+            if len(rows) == 1:  # the estimate fit, the exact count did not: halve
+                mid = (p.start + p.end) // 2
+                rows = [(p.start, mid), (mid + 1, p.end)]
+            out = [self.piece(s, e, p.owner, **flags) for s, e in rows]
+            pieces = [x for x in out if x is not None]
+            pieces[0].extra = p.extra
+            return [[x] for x in pieces]
+        return [[x] for x in self.split_row(p, budget)]
+
+    def split_row(self, p: _Piece, budget: int) -> list[_Piece]:
+        """Slices of one over-long row (minified code), cut at spaces where possible."""
+        line = self.lines[p.start]
+        lo, hi = p.cols if p.cols is not None else (0, len(line))
+        if hi - lo <= 1:
+            raise ValueError(f"one character needs more than maximum={self.max} tokens")
+        self.count([line[lo:hi]])
+        parts = max(2, math.ceil(self.counts[line[lo:hi]] / max(budget * 0.8, 1)))
+        step = (hi - lo) / parts
+        cuts = [lo]
+        for k in range(1, parts):
+            at = lo + round(k * step)
+            space = line.rfind(" ", max(cuts[-1] + 1, at - int(step / 4)), at)
+            cuts.append(space + 1 if space > cuts[-1] else at)
+        cuts.append(hi)
+        out = []
+        for s, e in pairwise(cuts):
+            s += len(line[s:e]) - len(line[s:e].lstrip())
+            e -= len(line[s:e]) - len(line[s:e].rstrip())
+            if s < e:
+                out.append(_Piece(p.start, p.start, p.owner, 0, p.whole, p.part, cols=(s, e)))
+        out[0].extra = p.extra
+        return out
+
+    def build(self, g: list[_Piece], heading: list[str], header: str) -> _Built:
+        first, last = g[0], g[-1]
+        begin = self.offsets[first.start] + (first.cols[0] if first.cols else 0)
+        if last.cols:
+            end = self.offsets[last.end] + last.cols[1]
+        else:
+            end = self.offsets[last.end] + len(self.lines[last.end].rstrip("\r"))
+        text = self.text[begin:end]
+        facets: list[str] = []
+        for p in g:
+            named: list[Definition] = []
+            if p.owner is not None:
+                named.extend(p.owner.walk() if p.whole else [p.owner])
+            for d in p.extra:
+                named.extend(d.walk())
+            for d in named:
+                facets.extend(f for f in d.facets() if f not in facets)
+        embed = f"{header}\n{text}" if header else text
+        return _Built(embed, text, header, first.start, last.end, heading, tuple(facets))
+
+    def describe(self, g: list[_Piece]) -> tuple[list[str], list[str]]:
+        """The heading path and the context labels of a group."""
+        owners: list[Definition] = []
+        for p in g:
+            if p.owner is not None and all(p.owner is not o for o in owners):
+                owners.append(p.owner)
+        if not owners:
+            return [], []
+        if len(owners) == 1:
+            (o,) = owners
+            parts = sorted({p.part for p in g if p.owner is o})
+            suffix = ""
+            if parts[0] > 0:
+                suffix = (
+                    f" (part {parts[0]})" if len(parts) == 1 else f" (parts {parts[0]}-{parts[-1]})"
+                )
+            labels = [d.label for d in o.lineage()]
+            labels[-1] += suffix
+            return [o.heading + suffix], labels
+        common = owners[0].lineage()
+        for o in owners[1:]:
+            chain = o.lineage()
+            n = 0
+            while n < min(len(common), len(chain)) and common[n] is chain[n]:
+                n += 1
+            common = common[:n]
+        rest = [o.label for o in owners if all(o is not c for c in common)]
+        listed = ", ".join(rest[:_MAX_LISTED]) + (", …" if len(rest) > _MAX_LISTED else "")
+        labels = [d.label for d in common] + ([listed] if listed else [])
+        return ([common[-1].heading] if common else []), labels
+
+    def headers(self, label_lists: list[list[str]]) -> list[str]:
+        """The context lines (counted in one call), each shortened to a quarter of
+        ``maximum`` tokens if need be."""
+        raw = [_SEPARATOR.join([self.base, *labels]) for labels in label_lists]
+        self.count(raw)
+        return [h if self.counts[h] <= self.header_cap else self.shorten(h) for h in raw]
+
+    def shorten(self, header: str) -> str:
+        lo, hi = 0, len(header)  # the longest prefix that fits, by bisection
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            self.count([header[:mid]])
+            if self.counts[header[:mid]] <= self.header_cap:
+                lo = mid
+            else:
+                hi = mid
+        short = header[:lo].rstrip()
+        self.count([short])
+        return short
