@@ -381,6 +381,25 @@ def test_commit_ids_cover_merged_branches_newest_first(built: Path) -> None:
     assert repo.commit_ids(head, max_count=0) == []
 
 
+def test_a_commit_with_a_wrong_clock_does_not_end_the_window_early(tmp_path: Path) -> None:
+    path = init_repo(tmp_path / "skew")
+    commit_files(path, "January", {"a.txt": "1\n"}, ALICE, "2024-01-10T00:00:00+00:00")
+    march = commit_files(path, "March", {"a.txt": "2\n"}, ALICE, "2024-03-10T00:00:00+00:00")
+    commit_files(path, "Clock wrong", {"a.txt": "3\n"}, BOB, "2023-01-01T00:00:00+00:00")
+    april = commit_files(path, "April", {"a.txt": "4\n"}, ALICE, "2024-04-10T00:00:00+00:00")
+    repo = open_repository(path)
+    since = datetime(2024, 2, 1, tzinfo=UTC)
+    ids = [sha for sha, _ in repo.commit_ids(april, since=since)]
+    assert ids == [april, march]
+    # (`git rev-list --since` stops at the wrong clock and gives April alone.)
+    assert git(path, "rev-list", "--since=2024-02-01T00:00:00Z", "HEAD").split() == [april]
+    # Past the slack (five older commits in a row) the walk stops.
+    for i in range(6):
+        commit_files(path, f"Old {i}", {"a.txt": f"old {i}\n"}, BOB, "2023-01-01T00:00:00+00:00")
+    newest = commit_files(path, "May", {"a.txt": "5\n"}, ALICE, "2024-05-10T00:00:00+00:00")
+    assert [sha for sha, _ in repo.commit_ids(newest, since=since)] == [newest]
+
+
 def test_commit_details_authors_dates_and_messages(built: Path) -> None:
     repo = open_repository(built)
     info = repo.commit(sha_of(built, MAKE_REPO_SUBJECTS[1]))
