@@ -463,8 +463,8 @@ def test_patch_text_only_for_small_commits_and_changes_capped(fresh: Path) -> No
     info = repo.commit(sha)
     assert info.changes[0].additions == 500
     assert info.patch is None  # 500 lines > 400
-    assert repo.commit(sha, patch_max_lines=1000).patch.count("\n+line ") == 500
-    assert repo.commit(sha, patch_max_lines=1000, patch_max_bytes=1000).patch is None
+    assert repo.commit(sha, patch_limit=1000).patch.count("\n+line ") == 500
+    assert repo.commit(sha, patch_limit=1000, patch_max_bytes=1000).patch is None
     many = commit_files(
         fresh,
         "Touch five files",

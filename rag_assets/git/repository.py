@@ -490,13 +490,13 @@ class GitRepository:
     def commit(
         self,
         sha: str,
-        patch_max_lines: int = PATCH_MAX_LINES,
+        patch_limit: int = PATCH_MAX_LINES,
         patch_max_bytes: int = PATCH_MAX_BYTES,
         max_files: int = MAX_FILES,
     ) -> CommitInfo:
         """``sha`` with its author, dates, message and its changes against its first
         parent (renames detected; the root commit against the empty tree). The patch
-        text is kept when the commit changes at most ``patch_max_lines`` lines in at
+        text is kept when the commit changes at most ``patch_limit`` lines in at
         most ``max_files`` files and the text is at most ``patch_max_bytes``."""
         commit = self._commit(sha)
         encoding = commit.message_encoding
@@ -511,7 +511,7 @@ class GitRepository:
             parents = self._raw_parents(commit)
         else:
             changes, patch, truncated = self._changes(
-                commit, patch_max_lines, patch_max_bytes, max_files
+                commit, patch_limit, patch_max_bytes, max_files
             )
         return CommitInfo(
             sha=str(commit.id),
