@@ -485,12 +485,7 @@ class _CodeChunker:
             return [], []
         if len(owners) == 1:
             (o,) = owners
-            parts = sorted({p.part for p in g if p.owner is o})
-            suffix = ""
-            if parts[0] > 0:
-                suffix = (
-                    f" (part {parts[0]})" if len(parts) == 1 else f" (parts {parts[0]}-{parts[-1]})"
-                )
+            suffix = _part_suffix(g, o)
             labels = [d.label for d in o.lineage()]
             labels[-1] += suffix
             return [o.heading + suffix], labels
@@ -501,27 +496,42 @@ class _CodeChunker:
             while n < min(len(common), len(chain)) and common[n] is chain[n]:
                 n += 1
             common = common[:n]
-        rest = [o.label for o in owners if all(o is not c for c in common)]
+        rest: list[str] = []
+        for o in owners:
+            label = o.label + _part_suffix(g, o)
+            if all(o is not c for c in common) and label not in rest:
+                rest.append(label)
         listed = ", ".join(rest[:_MAX_LISTED]) + (", …" if len(rest) > _MAX_LISTED else "")
         labels = [d.label for d in common] + ([listed] if listed else [])
         return ([common[-1].heading] if common else []), labels
 
     def headers(self, label_lists: list[list[str]]) -> list[str]:
-        """The context lines (counted in one call), each shortened to a quarter of
-        ``maximum`` tokens if need be."""
-        raw = [_SEPARATOR.join([self.base, *labels]) for labels in label_lists]
-        self.count(raw)
-        return [h if self.counts[h] <= self.header_cap else self.shorten(h) for h in raw]
+        """The context lines, each within a quarter of ``maximum`` tokens: one over it
+        keeps only the file's name, then is cut short (a few batched counts in all)."""
+        headers = [_SEPARATOR.join([self.base, *labels]) for labels in label_lists]
+        self.count(headers)
+        over = [i for i, h in enumerate(headers) if self.counts[h] > self.header_cap]
+        if over:
+            name = self.base.split(_SEPARATOR, 1)[0].rsplit("/", 1)[-1]
+            short_base = _SEPARATOR.join([name, self.language]) if self.language else name
+            for i in over:
+                headers[i] = _SEPARATOR.join([short_base, *label_lists[i]])
+            self.count([headers[i] for i in over])
+        for _ in range(8):
+            over = [i for i in over if self.counts[headers[i]] > self.header_cap]
+            if not over:
+                break
+            for i in over:
+                h = headers[i]
+                keep = int(len(h) * self.header_cap / self.counts[h] * 0.9)
+                headers[i] = h[: max(keep, 0)].rstrip()
+            self.count([headers[i] for i in over])
+        return headers
 
-    def shorten(self, header: str) -> str:
-        lo, hi = 0, len(header)  # the longest prefix that fits, by bisection
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            self.count([header[:mid]])
-            if self.counts[header[:mid]] <= self.header_cap:
-                lo = mid
-            else:
-                hi = mid
-        short = header[:lo].rstrip()
-        self.count([short])
-        return short
+
+def _part_suffix(g: list[_Piece], owner: Definition) -> str:
+    """ " (part k)" or " (parts j-k)" when the group holds only parts of ``owner``."""
+    parts = sorted({p.part for p in g if p.owner is owner})
+    if parts[0] == 0:
+        return ""
+    return f" (part {parts[0]})" if len(parts) == 1 else f" (parts {parts[0]}-{parts[-1]})"

@@ -48,8 +48,9 @@ _C_DEFS = {
     "type_definition": "type",
 }
 _C_THROUGH = frozenset(
-    {"preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "preproc_elifdef"}
-)
+    {"preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "preproc_elifdef",
+     "linkage_specification", "declaration_list"}
+)  # fmt: skip
 
 _DEFS: dict[str, dict[str, str]] = {
     "python": {"function_definition": "function", "class_definition": "class"},
@@ -152,7 +153,7 @@ _WRAPPERS: dict[str, frozenset[str]] = {
 }
 _THROUGH: dict[str, frozenset[str]] = {
     "c": _C_THROUGH,
-    "cpp": _C_THROUGH | {"linkage_specification", "declaration_list"},
+    "cpp": _C_THROUGH,
     "java": frozenset({"enum_body_declarations"}),
     "ruby": frozenset({"singleton_class", "body_statement"}),
 }
