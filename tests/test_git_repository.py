@@ -132,6 +132,14 @@ def test_the_dot_git_folder_opens_its_repository(built: Path) -> None:
     assert repo.resolve(None) == head_sha(built)
 
 
+def test_a_linked_worktree_opens_with_its_own_head(fresh: Path, tmp_path: Path) -> None:
+    git(fresh, "worktree", "add", "-q", str(tmp_path / "wt"), "feature/search")
+    repo = open_repository(tmp_path / "wt")
+    assert repo.info.path == tmp_path / "wt"
+    assert repo.info.head_ref == "refs/heads/feature/search"
+    assert repo.resolve(None) == sha_of(fresh, MAKE_REPO_SUBJECTS[3])
+
+
 def test_a_broken_dot_git_folder_is_reported(tmp_path: Path) -> None:
     (tmp_path / "broken" / ".git").mkdir(parents=True)
     with pytest.raises(RepositoryError, match=r"\.git is not a valid git repository"):
@@ -308,6 +316,11 @@ def test_a_submodule_is_typed_and_pins_its_commit(built: Path, tmp_path: Path) -
     assert sub.blob_id == head_sha(library)
     assert entries[".gitmodules"].type == "blob"
     assert not any(p.startswith("libs/library/") for p in entries)
+    # The submodule's checkout (its .git is a file pointing into the host's .git) opens
+    # as its own repository, not as the host.
+    inner = open_repository(host / "libs" / "library")
+    assert inner.info.path == host / "libs" / "library"
+    assert inner.resolve(None) == head_sha(library)
     assert "submodule" in entry_type_skip_reason("submodule")
     assert "symbolic link" in entry_type_skip_reason("link")
     assert entry_type_skip_reason("blob") is None
