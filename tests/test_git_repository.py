@@ -1,4 +1,4 @@
-"""rag_assets.git: reading real repositories built with the git program, and the skip rules."""
+"""rag_serving.gitrepo: reading real repositories built with the git program, and the skip rules."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_assets.git import (
+from rag_serving.gitrepo import (
     PathAttributes,
     RepositoryError,
     content_skip_reason,
@@ -18,7 +18,7 @@ from rag_assets.git import (
     open_repository,
     path_skip_reason,
 )
-from rag_assets.git.rules import NO_ATTRIBUTES, UNDECODABLE_REASON
+from rag_serving.gitrepo.rules import NO_ATTRIBUTES, UNDECODABLE_REASON
 from tests.git_repos import (
     ALICE,
     BOB,
@@ -159,7 +159,7 @@ def test_a_repository_owned_by_another_user_gets_the_safe_directory_advice(
             open_repository(repo)
         text = str(err.value)
     else:  # files cannot be given away without root: libgit2's own message, mapped
-        from rag_assets.git.repository import _open_error
+        from rag_serving.gitrepo.repository import _open_error
 
         text = str(_open_error(repo, f"repository path '{repo}' is not owned by current user"))
     assert "dubious ownership" in text
@@ -724,8 +724,8 @@ def test_content_rules_leave_prose_and_ordinary_code_alone() -> None:
     assert content_skip_reason("retry.py", make_repo.__doc__.encode()) is None
     # This project's own sources, which spell out the patterns, are not skipped.
     for own in (
-        "rag_assets/git/rules.py",
-        "rag_assets/git/repository.py",
+        "rag_serving/gitrepo/rules.py",
+        "rag_serving/gitrepo/repository.py",
         "tests/test_git_repository.py",
         "tests/git_repos.py",
     ):

@@ -1,6 +1,6 @@
 """Reading git repositories (pygit2) and the rules for files that are not indexed."""
 
-from rag_assets.git.repository import (
+from rag_serving.gitrepo.repository import (
     CommitInfo,
     FileChange,
     GitRepository,
@@ -9,7 +9,7 @@ from rag_assets.git.repository import (
     TreeEntry,
     open_repository,
 )
-from rag_assets.git.rules import (
+from rag_serving.gitrepo.rules import (
     PathAttributes,
     content_skip_reason,
     entry_type_skip_reason,
