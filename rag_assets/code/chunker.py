@@ -464,7 +464,7 @@ class _CodeChunker:
             end = self.offsets[last.end] + len(self.lines[last.end].rstrip("\r"))
         text = self.text[begin:end]
         facets: list[str] = []
-        for p in g:
+        for p in _named_pieces(g):
             named: list[Definition] = []
             if p.owner is not None:
                 named.extend(p.owner.walk() if p.whole else [p.owner])
@@ -478,7 +478,7 @@ class _CodeChunker:
     def describe(self, g: list[_Piece]) -> tuple[list[str], list[str]]:
         """The heading path and the context labels of a group."""
         owners: list[Definition] = []
-        for p in g:
+        for p in _named_pieces(g):
             if p.owner is not None and all(p.owner is not o for o in owners):
                 owners.append(p.owner)
         if not owners:
@@ -535,3 +535,10 @@ def _part_suffix(g: list[_Piece], owner: Definition) -> str:
     if parts[0] == 0:
         return ""
     return f" (part {parts[0]})" if len(parts) == 1 else f" (parts {parts[0]}-{parts[-1]})"
+
+
+def _named_pieces(g: list[_Piece]) -> list[_Piece]:
+    """The pieces that name a group: a closing ``}`` line of a class that joined the
+    last method's chunk does not make it a chunk of the class."""
+    named = [p for p in g if not p.closer]
+    return named or g

@@ -212,8 +212,12 @@ class Definition:
 
     @property
     def label(self) -> str:
-        """Kind and name relative to the enclosing definition ("method retry_upload")."""
-        return f"{self.kind} {self.name}"
+        """Kind and name relative to the enclosing definition ("method retry_upload";
+        a namespace set by `namespace A;` stays in: "class A.Client")."""
+        parent = self.parent
+        if parent is not None and self.qualified.startswith(parent.qualified + "."):
+            return f"{self.kind} {self.qualified[len(parent.qualified) + 1 :]}"
+        return f"{self.kind} {self.qualified}"
 
     def lineage(self) -> list[Definition]:
         chain: list[Definition] = []
