@@ -364,6 +364,54 @@ def test_a_few_syntax_errors_keep_the_other_definitions(count: Counter) -> None:
     assert {"symbol:UploadClient.retry_upload", "symbol:RetryPolicy"} <= facets
 
 
+GUARDED_C = """\
+#ifndef GUARD_H
+#define GUARD_H
+
+#if defined(_MSC_VER)
+#define INLINE __inline
+#else
+#define INLINE inline
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+static INLINE int add_one(int x) {
+    return x + 1;
+}
+
+#if defined(FAST)
+static INLINE int twice(int x) {
+    return x << 1;
+#else
+static INLINE int twice(int x) {
+    return x * 2;
+#endif
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
+"""
+
+
+def test_file_wrapped_in_one_error_node_keeps_its_functions(count: Counter) -> None:
+    """An #if splitting a function makes tree-sitter-c return one ERROR node for the
+    whole header (as in numpy's libdivide.h); the functions inside it still count."""
+    assert parse(GUARDED_C.encode(), "c").root_node.type == "ERROR"  # type: ignore[union-attr]
+    problems: list[str] = []
+    chunks = chunk_code(GUARDED_C, "c", "guard.h", count, 30, MAX, problems=problems)
+    check(GUARDED_C, chunks, count, "guard.h")
+    assert problems == []
+    one = chunk_at(chunks, line_of(GUARDED_C, "int add_one"))
+    assert one.heading_path == ["function add_one"]
+    assert "symbol:twice" in {f for c in chunks for f in c.facets}
+
+
 def test_mostly_broken_file_falls_back_to_windows(count: Counter) -> None:
     source = "\n".join(f"}} ) ]] def ( class {i} :: <<< >>> ;;; {{{{" for i in range(80))
     problems: list[str] = []

@@ -121,10 +121,11 @@ def code_symbols(text: str, language: str | None, first_line: int = 1) -> list[C
     if tree is None:
         return []
     rows = [bool(line.strip()) for line in text.split("\n")]
-    if mostly_errors(tree.root_node, rows):
+    defs = definitions(tree.root_node, language, source)
+    if mostly_errors(tree.root_node, rows, defs):
         return []
     found: list[CodeSymbol] = []
-    for top in definitions(tree.root_node, language, source):
+    for top in defs:
         for d in top.walk():
             found.append(
                 CodeSymbol(d.kind, d.qualified, d.short, d.start + first_line, d.end + first_line)
@@ -221,10 +222,11 @@ class _CodeChunker:
             self.problem = f"{self.language} parse failed or timed out; cut into line windows"
             return None
         root = tree.root_node
-        if mostly_errors(root, self.filled):
+        defs = definitions(root, self.language, source)
+        if mostly_errors(root, self.filled, defs):
             self.problem = f"{self.language} syntax errors in most lines; cut into line windows"
             return None
-        return definitions(root, self.language, source), root.named_children
+        return defs, root.named_children
 
     def piece(self, a: int, b: int, owner: Definition | None, **flags: object) -> _Piece | None:
         rows = self.trim(a, b)
@@ -477,8 +479,16 @@ class _CodeChunker:
 
     def describe(self, g: list[_Piece]) -> tuple[list[str], list[str]]:
         """The heading path and the context labels of a group."""
+        named = _named_pieces(g)
+        # code between members (a field, an #ifdef) does not rename a method's chunk;
+        # a class's header does
+        defining = [
+            p
+            for p in named
+            if p.owner is not None and (p.whole or p.part or p.start <= p.owner.start)
+        ]
         owners: list[Definition] = []
-        for p in _named_pieces(g):
+        for p in defining or named:
             if p.owner is not None and all(p.owner is not o for o in owners):
                 owners.append(p.owner)
         if not owners:

@@ -250,18 +250,24 @@ class CodeSymbol:
     line_end: int
 
 
-def mostly_errors(root: Node, rows: Sequence[bool]) -> bool:
-    """Whether ERROR nodes cover most non-blank rows (``rows[i]``: row i is not blank)."""
-    if root.type == "ERROR":
-        return True
+def mostly_errors(root: Node, rows: Sequence[bool], defs: Sequence[Definition]) -> bool:
+    """Whether most non-blank rows (``rows[i]``: row i is not blank) are in ERROR nodes
+    and in no definition found, and the definitions found hold few rows."""
     if not root.has_error:
         return False
     bad: set[int] = set()
-    for child in root.children:
+    for child in [root] if root.type == "ERROR" else root.children:
         if child.is_error:
             bad.update(range(first_row(child), last_row(child) + 1))
+    defined: set[int] = set()
+    for top in defs:
+        defined.update(r for r in range(top.start, top.end + 1) if r < len(rows) and rows[r])
+    bad.difference_update(defined)
     filled = sum(rows)
-    return filled > 0 and sum(1 for r in bad if r < len(rows) and rows[r]) * 2 > filled
+    bad_rows = sum(1 for r in bad if r < len(rows) and rows[r])
+    # a header guard or an unknown macro can make the whole file one ERROR node around
+    # good functions: it is kept while its definitions hold a quarter of its lines
+    return filled > 0 and bad_rows * 2 > filled and len(defined) * 4 < filled
 
 
 def definitions(root: Node, language: str, source: bytes) -> list[Definition]:
