@@ -402,7 +402,8 @@ static INLINE int twice(int x) {
 def test_file_wrapped_in_one_error_node_keeps_its_functions(count: Counter) -> None:
     """An #if splitting a function makes tree-sitter-c return one ERROR node for the
     whole header (as in numpy's libdivide.h); the functions inside it still count."""
-    assert parse(GUARDED_C.encode(), "c").root_node.type == "ERROR"  # type: ignore[union-attr]
+    tree = parse(GUARDED_C.encode(), "c")
+    assert tree is not None and tree.root_node.type == "ERROR"
     problems: list[str] = []
     chunks = chunk_code(GUARDED_C, "c", "guard.h", count, 30, MAX, problems=problems)
     check(GUARDED_C, chunks, count, "guard.h")
@@ -417,7 +418,9 @@ def test_mostly_broken_file_falls_back_to_windows(count: Counter) -> None:
     problems: list[str] = []
     chunks = chunk_code(source, "python", "junk.py", count, TARGET, MAX, problems=problems)
     check(source, chunks, count, "junk.py")
-    assert problems == ["python syntax errors in most lines; cut into line windows"]
+    assert problems == [
+        "junk.py: python syntax errors in most lines; indexed as line windows, without symbols"
+    ]
     assert all(c.facets == () and c.heading_path == [] for c in chunks)
     assert chunks[0].embed_text.startswith("junk.py · python\n")
 
@@ -430,7 +433,9 @@ def test_pathological_input_does_not_hang(count: Counter) -> None:
     chunks = chunk_code(source, "ruby", "x.rb", count, TARGET, MAX, problems=problems)
     elapsed = time.monotonic() - started
     assert elapsed < code_languages.PARSE_TIMEOUT_S + 8
-    assert problems == ["ruby parse failed or timed out; cut into line windows"]
+    assert problems == [
+        "x.rb: the ruby parser failed or ran out of time; indexed as line windows, without symbols"
+    ]
     check(source, chunks, count, "x.rb")
     assert parse(source.encode(), "ruby", timeout_s=0.05) is None
     # the parser is reset: the next file of the language parses
@@ -443,7 +448,9 @@ def test_parse_timeout_falls_back(count: Counter, monkeypatch: pytest.MonkeyPatc
     source = PYTHON * 20
     problems: list[str] = []
     chunks = chunk_code(source, "python", "c.py", count, TARGET, MAX, problems=problems)
-    assert problems == ["python parse failed or timed out; cut into line windows"]
+    assert problems == [
+        "c.py: the python parser failed or ran out of time; indexed as line windows, without symbols"
+    ]
     check(source, chunks, count, "c.py")
     assert code_symbols(source, "python") == []
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -155,6 +156,7 @@ class _CodeChunker:
         self.offsets = [0]
         for line in self.lines[:-1]:
             self.offsets.append(self.offsets[-1] + len(line) + 1)
+        self.path = path
         self.base = f"{path}{_SEPARATOR}{self.language}" if self.language else path
         self.small = max(target // 4, 1)
         self.tiny = max(target // 10, 1)
@@ -162,6 +164,8 @@ class _CodeChunker:
         self.problem = ""
         self.counts: dict[str, int] = {}  # exact counts of texts seen (embeds, headers)
         self.label_tokens: dict[int, int] = {}  # id(definition) -> tokens of its label
+        # id(sibling list) -> (the list, kept alive so the id stays its own; first rows)
+        self._starts: dict[int, tuple[Sequence[Node], list[int]]] = {}
 
     # ---- token estimates -----------------------------------------------------
 
@@ -219,12 +223,18 @@ class _CodeChunker:
         source = self.text.encode("utf-8", "replace")
         tree = parse(source, self.language)
         if tree is None:
-            self.problem = f"{self.language} parse failed or timed out; cut into line windows"
+            self.problem = (
+                f"{self.path}: the {self.language} parser failed or ran out of time; "
+                "indexed as line windows, without symbols"
+            )
             return None
         root = tree.root_node
         defs = definitions(root, self.language, source)
         if mostly_errors(root, self.filled, defs):
-            self.problem = f"{self.language} syntax errors in most lines; cut into line windows"
+            self.problem = (
+                f"{self.path}: {self.language} syntax errors in most lines; "
+                "indexed as line windows, without symbols"
+            )
             return None
         return defs, root.named_children
 
@@ -272,9 +282,18 @@ class _CodeChunker:
         if self.est(a, b) + header <= self.target:
             closer = all(_CLOSER.match(self.lines[r]) for r in range(a, b + 1) if self.filled[r])
             return [self.piece(a, b, owner, closer=closer)]
-        nodes = [n for n in siblings if first_row(n) <= b and last_row(n) >= a]
+        starts = self.sibling_starts(siblings)
+        # siblings are in file order: only those from the one before row a to row b
+        lo, hi = max(bisect_right(starts, a) - 1, 0), bisect_right(starts, b)
+        nodes = [n for n in siblings[lo:hi] if last_row(n) >= a]
         units = self.units(nodes, a, b, self.max - header, 0)
         return [self.piece(s, e, owner) for s, e in self.pack(units, self.target - header)]
+
+    def sibling_starts(self, siblings: Sequence[Node]) -> list[int]:
+        key = id(siblings)
+        if key not in self._starts:
+            self._starts[key] = (siblings, [first_row(n) for n in siblings])
+        return self._starts[key][1]
 
     def place(self, d: Definition, start: int, end: int) -> list[_Piece | None]:
         tokens, header = self.est(start, end), self.header_est(d)
