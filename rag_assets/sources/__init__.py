@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from rag_assets.sources.base import DocumentView, ItemStat, SourceKind
 from rag_assets.sources.documents import DocumentsKind
+from rag_assets.sources.git import GitKind
 from rag_assets.sources.markdown import MarkdownKind
 from rag_serving.config import FileSourceConfig
 
 KINDS: dict[str, type[SourceKind]] = {
     MarkdownKind.name: MarkdownKind,
     DocumentsKind.name: DocumentsKind,
+    GitKind.name: GitKind,
 }
 
 __all__ = ["KINDS", "DocumentView", "ItemStat", "SourceKind", "source_kind"]

@@ -1,0 +1,89 @@
+"""Listing a ``git`` source: the files of its ref's tree and the commits of its
+history window, without reading any content.
+
+It lives here, beside the folder walker, because ``ragline status`` lists a source
+to count its pending changes, and ``rag_serving`` never imports the indexing side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from wcmatch import glob
+
+from rag_serving.config import GitSourceConfig
+from rag_serving.errors import SourceUnavailableError
+from rag_serving.gitrepo.repository import GitRepository, RepositoryError, open_repository
+from rag_serving.gitrepo.rules import entry_type_skip_reason, path_skip_reason
+from rag_serving.index.ids import COMMIT_KEY_PREFIX
+
+COMMIT_PREFIX = COMMIT_KEY_PREFIX
+_FLAGS = glob.GLOBSTAR | glob.DOTGLOB
+
+
+@dataclass(frozen=True)
+class GitItem:
+    key: str
+    fingerprint: str  # blob id or commit id
+    size: int | None = None
+    problem: str | None = None
+    severity: str = "skipped"
+
+
+def commit_key(sha: str) -> str:
+    return COMMIT_PREFIX + sha
+
+
+def commit_sha(key: str) -> str | None:
+    """The commit id of a commit item's key (None for a file)."""
+    return key[len(COMMIT_PREFIX) :] if key.startswith(COMMIT_PREFIX) else None
+
+
+def open_source_repository(config: GitSourceConfig) -> GitRepository:
+    """The source's repository; ``SourceUnavailableError`` (one line, naming the
+    source) when it cannot be opened: the run fails and the index is kept."""
+    try:
+        return open_repository(config.path)
+    except RepositoryError as exc:
+        raise SourceUnavailableError(f"source {config.name!r}: {exc}") from None
+
+
+def resolve_head(config: GitSourceConfig, repo: GitRepository) -> str | None:
+    """The commit id ``ref`` names now (None for a repository without commits)."""
+    try:
+        return repo.resolve(config.ref)
+    except RepositoryError as exc:
+        raise SourceUnavailableError(f"source {config.name!r}: {exc}") from None
+
+
+def window_start(config: GitSourceConfig, now: datetime | None = None) -> datetime | None:
+    """The oldest commit date the history window keeps (None: no date limit)."""
+    if not config.history_months:
+        return None
+    return (now or datetime.now(UTC)) - timedelta(days=round(config.history_months * 30.44))
+
+
+def list_git_items(config: GitSourceConfig, repo: GitRepository) -> Iterator[GitItem]:
+    """Every item of the source: the selected files of the ref's tree (those skipped by
+    rule with their reason), then the commits of the history window, newest first."""
+    head = resolve_head(config, repo)
+    if head is None:
+        return  # no commits yet: nothing to index
+    for entry in repo.tree_entries(head):
+        path = entry.path
+        if not glob.globmatch(path, config.include, flags=_FLAGS):
+            continue
+        if config.exclude and glob.globmatch(path, config.exclude, flags=_FLAGS):
+            continue
+        problem = entry_type_skip_reason(entry.type) or path_skip_reason(
+            path, entry.size, config.max_file_bytes, repo.attributes(head, path)
+        )
+        yield GitItem(path, entry.blob_id, entry.size, problem)
+    if not config.history:
+        return
+    for sha, _when in repo.commit_ids(
+        head, max_count=config.history_max_commits or None, since=window_start(config)
+    ):
+        yield GitItem(commit_key(sha), sha)
