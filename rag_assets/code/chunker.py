@@ -30,47 +30,22 @@ where possible).
 from __future__ import annotations
 
 import math
-import re
-from bisect import bisect_right
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import pairwise
 
 from tree_sitter import Node
 
 from rag_assets.chunking import Chunk, CountTokens, _check_budget
 from rag_assets.code.languages import CODE_LANGUAGES, parse
-from rag_assets.code.symbols import (
-    CodeSymbol,
-    Definition,
-    definitions,
-    first_row,
-    last_row,
-    mostly_errors,
-)
+from rag_assets.code.layout import SEPARATOR, Layout, Piece
+from rag_assets.code.symbols import CodeSymbol, Definition, definitions, mostly_errors
 
 __all__ = ["CODE_CHUNKER_VERSION", "chunk_code", "code_symbols"]
 
 # Bump whenever the chunk boundaries or embed texts can change for the same input.
 CODE_CHUNKER_VERSION = "code-ts-1"
 
-_SEPARATOR = " · "
-_CLOSER = re.compile(r"^\s*(?:[)\]};,]+|end|fi|done|esac)\s*(?:(?://|#).*)?$")
-_MAX_DEPTH = 200
 _MAX_LISTED = 6  # symbols named in a grouped chunk's context line
-
-
-@dataclass
-class _Piece:
-    start: int  # rows, 0-based, inclusive
-    end: int
-    owner: Definition | None  # None: module-level code
-    tokens: int  # estimated tokens of the text alone
-    whole: bool = False  # holds all of owner (so also its members)
-    part: int = 0  # k for "part k" of a definition cut at statements
-    closer: bool = False  # only closing brackets / `end`
-    cols: tuple[int, int] | None = None  # a slice of one over-long row
-    extra: list[Definition] = field(default_factory=list)  # defined on a shared row
 
 
 @dataclass
@@ -134,76 +109,7 @@ def code_symbols(text: str, language: str | None, first_line: int = 1) -> list[C
     return found
 
 
-class _CodeChunker:
-    def __init__(
-        self,
-        text: str,
-        language: str | None,
-        path: str,
-        count_tokens: CountTokens,
-        target: int,
-        maximum: int,
-        first_line: int,
-    ) -> None:
-        self.text = text
-        self.language = language if language in CODE_LANGUAGES else None
-        self.count_tokens = count_tokens
-        self.target = target
-        self.max = maximum
-        self.first_line = first_line
-        self.lines = text.split("\n")
-        self.filled = [bool(line.strip()) for line in self.lines]
-        self.offsets = [0]
-        for line in self.lines[:-1]:
-            self.offsets.append(self.offsets[-1] + len(line) + 1)
-        self.path = path
-        self.base = f"{path}{_SEPARATOR}{self.language}" if self.language else path
-        self.small = max(target // 4, 1)
-        self.tiny = max(target // 10, 1)
-        self.header_cap = max(maximum // 4, 1)
-        self.problem = ""
-        self.counts: dict[str, int] = {}  # exact counts of texts seen (embeds, headers)
-        self.label_tokens: dict[int, int] = {}  # id(definition) -> tokens of its label
-        # id(sibling list) -> (the list, kept alive so the id stays its own; first rows)
-        self._starts: dict[int, tuple[Sequence[Node], list[int]]] = {}
-
-    # ---- token estimates -----------------------------------------------------
-
-    def count(self, texts: Sequence[str]) -> None:
-        """Count the texts not counted yet, in one tokenizer call."""
-        todo = sorted({t for t in texts if t not in self.counts})
-        if todo:
-            self.counts.update(zip(todo, self.count_tokens(todo), strict=True))
-
-    def prime(self, defs: list[Definition]) -> None:
-        """One tokenizer call for every distinct line, the base header and the labels."""
-        everything = [d for top in defs for d in top.walk()]
-        labels = [d.label for d in everything]
-        self.count([*(line for line in self.lines if line.strip()), self.base, *labels])
-        self.prefix = [0]
-        for line, filled in zip(self.lines, self.filled, strict=True):
-            self.prefix.append(self.prefix[-1] + (self.counts[line] if filled else 0))
-        for d in everything:
-            self.label_tokens[id(d)] = self.counts[d.label]
-
-    def est(self, a: int, b: int) -> int:
-        return self.prefix[b + 1] - self.prefix[a]
-
-    def header_est(self, owner: Definition | None) -> int:
-        tokens = self.counts[self.base] + 1
-        if owner is not None:
-            tokens += sum(self.label_tokens[id(d)] + 2 for d in owner.lineage())
-        return min(tokens, self.header_cap)
-
-    def trim(self, a: int, b: int) -> tuple[int, int] | None:
-        while a <= b and not self.filled[a]:
-            a += 1
-        while b >= a and not self.filled[b]:
-            b -= 1
-        return (a, b) if a <= b else None
-
-    # ---- layout ----------------------------------------------------------------
-
+class _CodeChunker(Layout):
     def run(self) -> list[Chunk]:
         last = len(self.lines) - 1
         found = self.parse()
@@ -238,160 +144,7 @@ class _CodeChunker:
             return None
         return defs, root.named_children
 
-    def piece(self, a: int, b: int, owner: Definition | None, **flags: object) -> _Piece | None:
-        rows = self.trim(a, b)
-        if rows is None:
-            return None
-        return _Piece(rows[0], rows[1], owner, self.est(*rows), **flags)  # type: ignore[arg-type]
-
-    def layout(
-        self,
-        defs: list[Definition],
-        lo: int,
-        hi: int,
-        owner: Definition | None,
-        siblings: Sequence[Node],
-    ) -> list[_Piece | None]:
-        """Pieces covering rows lo..hi: the definitions and the code around them."""
-        pieces: list[_Piece | None] = []
-        cur = lo
-        for d in defs:
-            start, end = max(d.start, cur), min(d.end, hi)
-            if start > end:  # it shares its row(s) with the definition before it
-                placed = [p for p in pieces if p is not None]
-                if placed:
-                    placed[-1].extra.append(d)
-                continue
-            if start > cur:
-                pieces.extend(self.code(cur, start - 1, owner, siblings))
-            pieces.extend(self.place(d, start, end))
-            cur = end + 1
-        if cur <= hi:
-            pieces.extend(self.code(cur, hi, owner, siblings))
-        return pieces
-
-    def code(
-        self, a: int, b: int, owner: Definition | None, siblings: Sequence[Node]
-    ) -> list[_Piece | None]:
-        """Code that is not a definition of its own (imports, fields, statements)."""
-        rows = self.trim(a, b)
-        if rows is None:
-            return []
-        a, b = rows
-        header = self.header_est(owner)
-        if self.est(a, b) + header <= self.target:
-            closer = all(_CLOSER.match(self.lines[r]) for r in range(a, b + 1) if self.filled[r])
-            return [self.piece(a, b, owner, closer=closer)]
-        starts = self.sibling_starts(siblings)
-        # siblings are in file order: only those from the one before row a to row b
-        lo, hi = max(bisect_right(starts, a) - 1, 0), bisect_right(starts, b)
-        nodes = [n for n in siblings[lo:hi] if last_row(n) >= a]
-        units = self.units(nodes, a, b, self.max - header, 0)
-        return [self.piece(s, e, owner) for s, e in self.pack(units, self.target - header)]
-
-    def sibling_starts(self, siblings: Sequence[Node]) -> list[int]:
-        key = id(siblings)
-        if key not in self._starts:
-            self._starts[key] = (siblings, [first_row(n) for n in siblings])
-        return self._starts[key][1]
-
-    def place(self, d: Definition, start: int, end: int) -> list[_Piece | None]:
-        tokens, header = self.est(start, end), self.header_est(d)
-        if d.members and tokens + header > self.target:
-            return self.layout(d.members, start, end, d, d.body)
-        if tokens + header <= self.max:
-            return [self.piece(start, end, d, whole=True)]
-        units = self.units([d.node], start, end, self.max - header, 0)
-        parts = self.pack(units, self.target - header)
-        return [self.piece(s, e, d, part=k) for k, (s, e) in enumerate(parts, 1)]
-
-    def units(
-        self, nodes: Sequence[Node], a: int, b: int, budget: int, depth: int
-    ) -> list[tuple[int, int]]:
-        """Rows a..b cut at the starts of ``nodes`` (statements), each unit within
-        ``budget`` tokens where a node can be cut further; lines last."""
-        starts = sorted({first_row(n) for n in nodes if a < first_row(n) <= b})
-        out: list[tuple[int, int]] = []
-        for s, e in zip([a, *starts], [*(x - 1 for x in starts), b], strict=True):
-            if self.est(s, e) <= budget:
-                out.append((s, e))
-                continue
-            inside = [
-                n
-                for n in nodes
-                if s <= first_row(n) <= e and last_row(n) > first_row(n) and n.named_child_count
-            ]
-            if not inside or depth >= _MAX_DEPTH:
-                out.extend(self.line_units(s, e, budget))
-                continue
-            big = max(inside, key=lambda n: min(last_row(n), e) - first_row(n))
-            bs, be = first_row(big), min(last_row(big), e)
-            if bs > s:
-                out.extend(self.line_units(s, bs - 1, budget))
-            out.extend(self.units(big.named_children, bs, be, budget, depth + 1))
-            if be < e:
-                out.extend(self.line_units(be + 1, e, budget))
-        return out
-
-    def line_units(self, a: int, b: int, budget: int) -> list[tuple[int, int]]:
-        """Rows a..b in windows of about ``budget`` tokens, cut after a blank line in
-        the second half of a window where there is one."""
-        out: list[tuple[int, int]] = []
-        s, total, blank, r = a, 0, -1, a
-        line_tokens = self.prefix
-        while r <= b:
-            t = line_tokens[r + 1] - line_tokens[r]
-            if r > s and total + t > budget:
-                cut = blank if blank >= s + (r - s) // 2 and blank > s else r - 1
-                out.append((s, cut))
-                s, blank = cut + 1, -1
-                total = self.est(s, r - 1) if s <= r - 1 else 0
-                continue
-            total += t
-            if not self.filled[r]:
-                blank = r
-            r += 1
-        out.append((s, b))
-        return out
-
-    def pack(self, units: list[tuple[int, int]], limit: int) -> list[tuple[int, int]]:
-        out: list[tuple[int, int]] = []
-        for s, e in units:
-            if out and self.est(out[-1][0], e) <= limit:
-                out[-1] = (out[-1][0], e)
-            else:
-                out.append((s, e))
-        return out
-
-    # ---- grouping ----------------------------------------------------------------
-
-    def group(self, pieces: list[_Piece]) -> list[list[_Piece]]:
-        groups: list[list[_Piece]] = []
-        total = 0
-        for p in pieces:
-            if groups:
-                together = total + p.tokens + self.group_header(groups[-1] + [p])
-                if (
-                    (p.closer and together <= self.max)
-                    or (together <= self.target and min(total, p.tokens) < self.small)
-                    or (together <= self.max and min(total, p.tokens) < self.tiny)
-                ):
-                    groups[-1].append(p)
-                    total += p.tokens
-                    continue
-            groups.append([p])
-            total = p.tokens
-        return groups
-
-    def group_header(self, pieces: list[_Piece]) -> int:
-        owners = {id(p.owner): p.owner for p in pieces if p.owner is not None}
-        if not owners:
-            return self.header_est(None)
-        return max(self.header_est(o) for o in owners.values()) + 3 * (len(owners) - 1)
-
-    # ---- chunks --------------------------------------------------------------------
-
-    def finish(self, groups: list[list[_Piece]]) -> list[Chunk]:
+    def finish(self, groups: list[list[Piece]]) -> list[Chunk]:
         while True:
             described = [self.describe(g) for g in groups]
             headers = self.headers([labels for _, labels in described])
@@ -402,7 +155,7 @@ class _CodeChunker:
             self.count([b.embed for b in built])
             if all(self.counts[b.embed] <= self.max for b in built):
                 break
-            again: list[list[_Piece]] = []
+            again: list[list[Piece]] = []
             for g, b in zip(groups, built, strict=True):
                 if self.counts[b.embed] <= self.max:
                     again.append(g)
@@ -427,7 +180,7 @@ class _CodeChunker:
             )
         return chunks
 
-    def resplit(self, g: list[_Piece], header_tokens: int) -> list[list[_Piece]]:
+    def resplit(self, g: list[Piece], header_tokens: int) -> list[list[Piece]]:
         """Smaller groups for a group whose embed text is over ``maximum``."""
         if len(g) > 1:
             half, best = 1, math.inf
@@ -452,7 +205,7 @@ class _CodeChunker:
             return [[x] for x in pieces]
         return [[x] for x in self.split_row(p, budget)]
 
-    def split_row(self, p: _Piece, budget: int) -> list[_Piece]:
+    def split_row(self, p: Piece, budget: int) -> list[Piece]:
         """Slices of one over-long row (minified code), cut at spaces where possible."""
         line = self.lines[p.start]
         lo, hi = p.cols if p.cols is not None else (0, len(line))
@@ -472,11 +225,11 @@ class _CodeChunker:
             s += len(line[s:e]) - len(line[s:e].lstrip())
             e -= len(line[s:e]) - len(line[s:e].rstrip())
             if s < e:
-                out.append(_Piece(p.start, p.start, p.owner, 0, p.whole, p.part, cols=(s, e)))
+                out.append(Piece(p.start, p.start, p.owner, 0, p.whole, p.part, cols=(s, e)))
         out[0].extra = p.extra
         return out
 
-    def build(self, g: list[_Piece], heading: list[str], header: str) -> _Built:
+    def build(self, g: list[Piece], heading: list[str], header: str) -> _Built:
         first, last = g[0], g[-1]
         begin = self.offsets[first.start] + (first.cols[0] if first.cols else 0)
         if last.cols:
@@ -496,7 +249,7 @@ class _CodeChunker:
         embed = f"{header}\n{text}" if header else text
         return _Built(embed, text, header, first.start, last.end, heading, tuple(facets))
 
-    def describe(self, g: list[_Piece]) -> tuple[list[str], list[str]]:
+    def describe(self, g: list[Piece]) -> tuple[list[str], list[str]]:
         """The heading path and the context labels of a group."""
         named = _named_pieces(g)
         # code between members (a field, an #ifdef) does not rename a method's chunk;
@@ -537,14 +290,14 @@ class _CodeChunker:
     def headers(self, label_lists: list[list[str]]) -> list[str]:
         """The context lines, each within a quarter of ``maximum`` tokens: one over it
         keeps only the file's name, then is cut short (a few batched counts in all)."""
-        headers = [_SEPARATOR.join([self.base, *labels]) for labels in label_lists]
+        headers = [SEPARATOR.join([self.base, *labels]) for labels in label_lists]
         self.count(headers)
         over = [i for i, h in enumerate(headers) if self.counts[h] > self.header_cap]
         if over:
-            name = self.base.split(_SEPARATOR, 1)[0].rsplit("/", 1)[-1]
-            short_base = _SEPARATOR.join([name, self.language]) if self.language else name
+            name = self.base.split(SEPARATOR, 1)[0].rsplit("/", 1)[-1]
+            short_base = SEPARATOR.join([name, self.language]) if self.language else name
             for i in over:
-                headers[i] = _SEPARATOR.join([short_base, *label_lists[i]])
+                headers[i] = SEPARATOR.join([short_base, *label_lists[i]])
             self.count([headers[i] for i in over])
         for _ in range(8):
             over = [i for i in over if self.counts[headers[i]] > self.header_cap]
@@ -558,7 +311,7 @@ class _CodeChunker:
         return headers
 
 
-def _part_suffix(g: list[_Piece], owner: Definition) -> str:
+def _part_suffix(g: list[Piece], owner: Definition) -> str:
     """ " (part k)" or " (parts j-k)" when the group holds only parts of ``owner``."""
     parts = sorted({p.part for p in g if p.owner is owner})
     if parts[0] == 0:
@@ -566,7 +319,7 @@ def _part_suffix(g: list[_Piece], owner: Definition) -> str:
     return f" (part {parts[0]})" if len(parts) == 1 else f" (parts {parts[0]}-{parts[-1]})"
 
 
-def _named_pieces(g: list[_Piece]) -> list[_Piece]:
+def _named_pieces(g: list[Piece]) -> list[Piece]:
     """The pieces that name a group: a closing ``}`` line of a class that joined the
     last method's chunk does not make it a chunk of the class."""
     named = [p for p in g if not p.closer]

@@ -1,9 +1,9 @@
 """The definitions in a syntax tree: functions, methods, classes, ... with their names,
 kinds, enclosing definitions and line ranges (leading comments and attributes included).
 
-Per language, a table names the node types that are definitions, the wrappers that
-hold one (decorators, ``export``, ``template<>``), the nodes looked through (``#ifdef``,
-``extern "C"``, ERROR) and the comment nodes that stick to the definition after them.
+The per-language node types are in ``node_types.py``; the special cases (a Go
+method's receiver, a C declarator's name, a Kotlin ``interface``, a JS ``const f = () =>``)
+are methods of ``_Scanner`` named ``_<language>_<node type>``.
 """
 
 from __future__ import annotations
@@ -13,165 +13,20 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
+from rag_assets.code.node_types import (
+    BODIES,
+    C_NAMES,
+    CONTAINER_KINDS,
+    DEFINITIONS,
+    FUNCTION_VALUES,
+    LEADING,
+    LOOKED_THROUGH,
+    TYPE_KINDS,
+    WRAPPERS,
+)
+
 __all__ = ["CodeSymbol", "Definition", "definitions", "first_row", "last_row", "mostly_errors"]
 
-# kinds whose functions are methods, and kinds whose members are their own definitions
-TYPE_KINDS = frozenset(
-    {"class", "struct", "interface", "trait", "impl", "enum", "object", "protocol",
-     "extension", "record", "union"}
-)  # fmt: skip
-CONTAINER_KINDS = TYPE_KINDS | {"module", "namespace"}
-
-_JS_DEFS = {
-    "function_declaration": "function",
-    "generator_function_declaration": "function",
-    "class_declaration": "class",
-    "abstract_class_declaration": "class",
-    "class": "class",
-    "method_definition": "method",
-    "interface_declaration": "interface",
-    "type_alias_declaration": "type",
-    "enum_declaration": "enum",
-    "internal_module": "namespace",
-    "module": "module",
-    "lexical_declaration": "function",  # only when a declarator holds a function or class
-    "variable_declaration": "function",
-    "field_definition": "method",  # only when the value is a function
-    "public_field_definition": "method",
-    "expression_statement": "function",  # namespace, or `a.b = function ...`
-}
-_C_DEFS = {
-    "function_definition": "function",
-    "struct_specifier": "struct",
-    "union_specifier": "union",
-    "enum_specifier": "enum",
-    "type_definition": "type",
-}
-_C_THROUGH = frozenset(
-    {"preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "preproc_elifdef",
-     "linkage_specification", "declaration_list"}
-)  # fmt: skip
-
-_DEFS: dict[str, dict[str, str]] = {
-    "python": {"function_definition": "function", "class_definition": "class"},
-    "javascript": _JS_DEFS,
-    "typescript": _JS_DEFS,
-    "tsx": _JS_DEFS,
-    "go": {
-        "function_declaration": "function",
-        "method_declaration": "method",
-        "type_declaration": "type",
-    },
-    "rust": {
-        "function_item": "function",
-        "struct_item": "struct",
-        "enum_item": "enum",
-        "union_item": "union",
-        "trait_item": "trait",
-        "impl_item": "impl",
-        "mod_item": "module",
-        "macro_definition": "macro",
-        "type_item": "type",
-    },
-    "java": {
-        "class_declaration": "class",
-        "interface_declaration": "interface",
-        "annotation_type_declaration": "interface",
-        "enum_declaration": "enum",
-        "record_declaration": "record",
-        "method_declaration": "function",
-        "constructor_declaration": "constructor",
-        "compact_constructor_declaration": "constructor",
-    },
-    "kotlin": {
-        "class_declaration": "class",
-        "object_declaration": "object",
-        "companion_object": "object",
-        "function_declaration": "function",
-        "secondary_constructor": "constructor",
-        "type_alias": "type",
-    },
-    "c": _C_DEFS,
-    "cpp": {**_C_DEFS, "class_specifier": "class", "namespace_definition": "namespace"},
-    "csharp": {
-        "class_declaration": "class",
-        "struct_declaration": "struct",
-        "interface_declaration": "interface",
-        "enum_declaration": "enum",
-        "record_declaration": "record",
-        "record_struct_declaration": "record",
-        "namespace_declaration": "namespace",
-        "method_declaration": "function",
-        "constructor_declaration": "constructor",
-        "destructor_declaration": "method",
-        "operator_declaration": "method",
-        "conversion_operator_declaration": "method",
-        "property_declaration": "property",
-    },
-    "ruby": {
-        "module": "module",
-        "class": "class",
-        "method": "function",
-        "singleton_method": "method",
-    },
-    "php": {
-        "class_declaration": "class",
-        "interface_declaration": "interface",
-        "trait_declaration": "trait",
-        "enum_declaration": "enum",
-        "function_definition": "function",
-        "method_declaration": "method",
-        "namespace_definition": "namespace",
-    },
-    "swift": {
-        "class_declaration": "class",
-        "protocol_declaration": "protocol",
-        "function_declaration": "function",
-        "init_declaration": "constructor",
-        "deinit_declaration": "method",
-        "typealias_declaration": "type",
-    },
-    "scala": {
-        "class_definition": "class",
-        "object_definition": "object",
-        "trait_definition": "trait",
-        "enum_definition": "enum",
-        "function_definition": "function",
-        "function_declaration": "function",
-        "type_definition": "type",
-    },
-    "bash": {"function_definition": "function"},
-}
-
-_JS_WRAPPERS = frozenset({"export_statement", "ambient_declaration"})
-_WRAPPERS: dict[str, frozenset[str]] = {
-    "python": frozenset({"decorated_definition"}),
-    "javascript": _JS_WRAPPERS,
-    "typescript": _JS_WRAPPERS,
-    "tsx": _JS_WRAPPERS,
-    "cpp": frozenset({"template_declaration"}),
-}
-_THROUGH: dict[str, frozenset[str]] = {
-    "c": _C_THROUGH,
-    "cpp": _C_THROUGH,
-    "java": frozenset({"enum_body_declarations"}),
-    "ruby": frozenset({"singleton_class", "body_statement"}),
-}
-_COMMENTS = frozenset(
-    {"comment", "line_comment", "block_comment", "multiline_comment", "attribute_item"}
-)
-_BODIES = frozenset(
-    {"class_body", "enum_class_body", "declaration_list", "field_declaration_list",
-     "template_body", "body_statement", "block", "statement_block", "protocol_body",
-     "interface_body", "enum_body", "compound_statement"}
-)  # fmt: skip
-_FUNCTION_VALUES = frozenset(
-    {"arrow_function", "function_expression", "function", "generator_function"}
-)
-_C_NAMES = frozenset(
-    {"identifier", "field_identifier", "type_identifier", "qualified_identifier",
-     "destructor_name", "operator_name", "primitive_type"}
-)  # fmt: skip
 _MAX_DEPTH = 100
 
 
@@ -281,9 +136,9 @@ class _Scanner:
         # tree parsed through a read callback, which the parse timeout needs
         self.source = source
         self.language = language
-        self.defs = _DEFS.get(language, {})
-        self.wrappers = _WRAPPERS.get(language, frozenset())
-        self.through = _THROUGH.get(language, frozenset()) | {"ERROR"}
+        self.defs = DEFINITIONS.get(language, {})
+        self.wrappers = WRAPPERS.get(language, frozenset())
+        self.through = LOOKED_THROUGH.get(language, frozenset()) | {"ERROR"}
 
     def scan(
         self, nodes: Sequence[Node], parent: Definition | None, prefix: str, depth: int
@@ -322,7 +177,7 @@ class _Scanner:
         """The first row of the comments/attributes right above nodes[index]."""
         start = first_row(nodes[index])
         j = index - 1
-        while j >= 0 and nodes[j].type in _COMMENTS:
+        while j >= 0 and nodes[j].type in LEADING:
             comment = nodes[j]
             if last_row(comment) + 1 < start or first_row(comment) <= previous_end:
                 break
@@ -367,7 +222,7 @@ class _Scanner:
         """(kind, name, definition node) when ``node`` is or wraps a definition."""
         if node.type in self.wrappers:
             for child in node.named_children:
-                if child.type in _COMMENTS or child.type == "decorator":
+                if child.type in LEADING or child.type == "decorator":
                     continue
                 found = self.describe(child)
                 if found is not None:
@@ -392,7 +247,7 @@ class _Scanner:
         if body is not None:
             return body
         for child in reversed(node.named_children):
-            if child.type in _BODIES:
+            if child.type in BODIES:
                 return child
         return None
 
@@ -404,7 +259,7 @@ class _Scanner:
             name = declarator.child_by_field_name("name")
             if value is None or name is None:
                 continue
-            if value.type in _FUNCTION_VALUES:
+            if value.type in FUNCTION_VALUES:
                 return "function", self.text(name), value
             if value.type == "class":
                 return "class", self.text(name), value
@@ -415,7 +270,7 @@ class _Scanner:
     def _js_field_definition(self, node: Node, kind: str) -> tuple[str, str, Node] | None:
         value = node.child_by_field_name("value")
         name = node.child_by_field_name("property") or node.child_by_field_name("name")
-        if value is None or name is None or value.type not in _FUNCTION_VALUES:
+        if value is None or name is None or value.type not in FUNCTION_VALUES:
             return None
         return "method", self.text(name), value
 
@@ -430,7 +285,7 @@ class _Scanner:
         if inner.type == "assignment_expression":
             left, right = inner.child_by_field_name("left"), inner.child_by_field_name("right")
             if left is not None and right is not None:
-                if right.type in _FUNCTION_VALUES:
+                if right.type in FUNCTION_VALUES:
                     return "function", self.text(left), right
                 if right.type == "class":
                     return "class", self.text(left), right
@@ -552,7 +407,7 @@ class _Scanner:
         for _ in range(_MAX_DEPTH):
             if current is None:
                 break
-            if current.type in _C_NAMES:
+            if current.type in C_NAMES:
                 return _dotted(self.text(current))
             if current.type == "operator_cast":
                 return "operator " + self.text(current.child_by_field_name("type"))
