@@ -6,12 +6,13 @@ How a file becomes chunks:
    classes, structs, traits, impls, modules, namespaces ...) are found per language
    (``symbols.py``), each with its leading comments, decorators and attributes.
 2. The file's rows are laid out as definitions and the code between them (imports,
-   constants, module-level statements), so every row belongs to exactly one piece.
-   A definition that fits ``maximum`` is one piece; a class/module/impl over
-   ``target`` becomes its own header piece (signature, fields, small code) plus one
-   piece per member, recursively; a larger leaf (a function) is cut at statement
-   boundaries: the children of the node, then of its largest child, and so on down
-   to single lines, and the units are packed up to ``target`` as ``(part k)`` pieces.
+   constants, module-level statements), so every row belongs to exactly one piece
+   (``layout.py``). A function that fits ``maximum`` and a class/module/impl that fits
+   ``target`` are one piece each; a bigger class becomes its own header piece
+   (signature, fields, small code) plus one piece per member, recursively; a bigger
+   function is cut at statement boundaries: the children of its node, then of its
+   largest child, and so on down to single lines, packed up to ``target`` as
+   ``(part k)`` pieces.
 3. Neighbouring pieces are grouped: small ones (under ``target/4`` tokens) join a
    neighbour while the group fits ``target``; tiny ones (under ``target/10``) and a
    closing ``}``/``end`` line join while it fits ``maximum``.
@@ -22,9 +23,10 @@ How a file becomes chunks:
 
 Token counts of single lines are taken once per distinct line (one tokenizer call) and
 summed for the estimates; the exact counts come from a second call on the embed texts.
-A file in an unknown language, one whose parse fails or times out, or one mostly made
-of ERROR nodes is cut into line windows of about ``target`` tokens (at blank lines
-where possible).
+A file in an unknown language, one whose parse fails or times out, or one whose lines
+are mostly in ERROR nodes and outside the definitions found (while those hold under a
+quarter of its lines) is cut into line windows of about ``target`` tokens, at blank
+lines where possible.
 """
 
 from __future__ import annotations
