@@ -25,12 +25,15 @@ from tests.conftest import write_config
 from tests.git_repos import (
     MAKE_REPO_HEAD_FILES,
     MAKE_REPO_SUBJECTS,
+    add_submodule,
+    bare_clone,
     commit_files,
     force_push_rewrite,
     git,
     head_sha,
     make_repo,
     sha_of,
+    shallow_clone,
 )
 
 LOCAL = Access(user="local", sources=None, local=True)
@@ -330,3 +333,87 @@ def test_bad_repositories_are_clear_and_never_fail_other_sources(tmp_path: Path)
     [failed] = index_sources(config, ["good"], full=False)
     assert not failed.success and "not a git repository" in (failed.error or "")
     assert SearchEngine(config).search("retry", mode="bm25").hits
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_this_projects_repository(tmp_path: Path) -> None:
+    """This repository itself (its search package and recent history): a function
+    found by its purpose with its exact lines, and a commit by its message."""
+    clone = tmp_path / "ragline"
+    git(tmp_path, "clone", "-q", "--no-local", str(ROOT), str(clone))
+    source = git_source(clone, include=["rag_serving/search/**/*.py"], history_max_commits=20)
+    config = parse_config_file(write_config(tmp_path, [source], tmp_path / "data"))
+    index(config)
+    engine = SearchEngine(config)
+    hits = engine.search(
+        "turn a path filter into a prefix of source-relative POSIX paths, refusing '..'",
+        k=5,
+        filters=SearchFilters(languages=("python",)),
+    ).hits
+    best = next(h for h in hits if h.symbol)
+    assert (best.path, best.symbol) == ("rag_serving/search/filters.py", "normalize_path_prefix")
+    lines = (clone / best.path).read_text().splitlines()
+    defining = next(
+        n for n, line in enumerate(lines, 1) if line.startswith("def normalize_path_prefix(")
+    )
+    assert best.line_start <= defining <= best.line_end
+    assert lines[best.line_end - 1].strip().startswith("return")  # the chunk ends with the function
+
+    subject = git(clone, "log", "-1", "--skip=3", "--format=%s").strip()
+    sha = git(clone, "log", "-1", "--skip=3", "--format=%H").strip()
+    found = engine.search(subject, k=5, filters=SearchFilters(types=("commit",))).hits
+    assert f".git/commits/{sha}" in [h.path for h in found[:3]], (subject, [h.title for h in found])
+
+
+def test_bare_shallow_detached_and_submodule_repositories(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    other = make_repo(tmp_path / "other")
+    add_submodule(repo, other, "third/other")
+    commit_files(
+        repo,
+        "Add a file the Python parser cannot read",
+        {"src/app/broken.py": "def )))( broken:\n" + "%%% ((( ]]] ;;; @@@\n" * 40},
+        ("Alice Martin", "alice@example.com"),
+        "2024-04-02T10:00:00+00:00",
+    )
+    bare = bare_clone(repo, tmp_path / "bare.git")
+    shallow = shallow_clone(repo, tmp_path / "shallow", depth=2)
+    detached = tmp_path / "detached"
+    git(tmp_path, "clone", "-q", str(repo), str(detached))
+    git(detached, "checkout", "-q", "--detach", "HEAD~4")  # the merge
+    config = parse_config_file(
+        write_config(
+            tmp_path,
+            [
+                {**git_source(repo), "name": "main"},
+                {**git_source(bare), "name": "bare"},
+                {**git_source(shallow), "name": "shallow"},
+                {**git_source(detached), "name": "detached"},
+            ],
+            tmp_path / "data",
+        )
+    )
+    outcomes = {o.source: o for o in index_sources(config, [], full=False)}
+    assert all(o.success for o in outcomes.values()), {s: o.error for s, o in outcomes.items()}
+    store = SearchEngine(config).store
+
+    def keys(source: str) -> set[str]:
+        where = f"source = {sql_string(source)} AND error IS NULL"
+        return set(store.read("files", where=where, columns=["path"]).column("path").to_pylist())
+
+    assert keys("bare") == keys("main")  # a bare repository is read as it is
+    assert len([k for k in keys("shallow") if k.startswith(".git/commits/")]) == 2
+    detached_head = git(detached, "rev-parse", "HEAD").strip()
+    assert f".git/commits/{detached_head}" in keys("detached")
+    assert "docs/retry.md" not in keys("detached")  # added after the detached commit
+    issues = {i.path: i for i in index_status(config).sources[0].issues}
+    assert "submodule" in issues["third/other"].message
+    broken = issues["src/app/broken.py"]
+    assert broken.severity == "warning" and "line windows" in broken.message
+    assert (
+        SearchEngine(config)
+        .search("broken", mode="bm25", filters=SearchFilters(sources=("main",)))
+        .hits
+    )

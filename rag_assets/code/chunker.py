@@ -111,6 +111,21 @@ def code_symbols(text: str, language: str | None, first_line: int = 1) -> list[C
     return found
 
 
+def parse_problem(text: str, language: str) -> str | None:
+    """Why ``chunk_code`` will cut this file into line windows (it does not parse, in
+    time or mostly), on one line without the path; None when it parses."""
+    if language not in CODE_LANGUAGES or not text.strip():
+        return None
+    source = text.encode("utf-8", "replace")
+    tree = parse(source, language)
+    if tree is None:
+        return f"the {language} parser failed or ran out of time; indexed as line windows"
+    rows = [bool(line.strip()) for line in text.split("\n")]
+    if mostly_errors(tree.root_node, rows, definitions(tree.root_node, language, source)):
+        return f"{language} syntax errors in most lines; indexed as line windows"
+    return None
+
+
 class _CodeChunker(Layout):
     def run(self) -> list[Chunk]:
         last = len(self.lines) - 1

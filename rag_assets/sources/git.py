@@ -27,11 +27,8 @@ from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from rag_serving.gitrepo.repository import CommitInfo, GitRepository, RepositoryError
-from rag_serving.gitrepo.rules import content_skip_reason
-
 from rag_assets.chunking import Chunk, CountTokens
-from rag_assets.code.chunker import CODE_CHUNKER_VERSION, chunk_code
+from rag_assets.code.chunker import CODE_CHUNKER_VERSION, chunk_code, parse_problem
 from rag_assets.code.languages import CODE_LANGUAGES, language_for
 from rag_assets.formats import router
 from rag_assets.formats.model import (
@@ -52,6 +49,8 @@ from rag_serving.git_source import (
     open_source_repository,
     resolve_head,
 )
+from rag_serving.gitrepo.repository import CommitInfo, GitRepository, RepositoryError
+from rag_serving.gitrepo.rules import content_skip_reason
 
 COMMIT_PARSER = "commit/1"
 TEXT_PARSER = "text/1"
@@ -137,7 +136,12 @@ class GitKind(SourceKind):
             raise ItemSkipped("no text (the file holds only whitespace)")
         warnings: list[str] = []
         text = cap_text(text, options, warnings)
-        metadata = {"language": file_type} if file_type in CODE_LANGUAGES else {}
+        metadata: dict[str, Any] = {}
+        if file_type in CODE_LANGUAGES:
+            metadata["language"] = file_type
+            problem = parse_problem(text, file_type)
+            if problem is not None:  # indexed all the same, without symbols
+                warnings.append(problem)
         return ParsedDocument(body=text, metadata=metadata, warnings=tuple(warnings))
 
     def _parse_commit(self, sha: str) -> ParsedDocument:
