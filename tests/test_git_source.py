@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from rag_serving.config import RaglineConfig, parse_config_file
-from rag_serving.errors import FilterError
+from rag_serving.errors import ConfigError, FilterError
 from rag_serving.index.store import sql_string
 from rag_serving.mcp.auth import Access
 from rag_serving.mcp.service import RaglineService
@@ -417,3 +417,25 @@ def test_bare_shallow_detached_and_submodule_repositories(tmp_path: Path) -> Non
         .search("broken", mode="bm25", filters=SearchFilters(sources=("main",)))
         .hits
     )
+
+
+def test_init_and_sources_add_detect_a_repository(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "uploader")
+    notes = tmp_path / "notes"
+    (notes / ".obsidian").mkdir(parents=True)
+    target = tmp_path / "ragline.toml"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["init", str(notes), "-o", str(target)]).exit_code == 0
+    result = runner.invoke(cli, ["--config", str(target), "sources", "add", str(repo)])
+    assert result.exit_code == 0, result.output
+    assert "kind git" in result.output and "found .git" in result.output
+    source = parse_config_file(target).sources[1]
+    assert (source.name, source.kind, source.ref, source.history) == ("uploader", "git", None, True)
+    with pytest.raises(ConfigError, match="not a git ref name"):
+        parse_config_file(
+            write_config(
+                tmp_path,
+                [{"name": "x", "kind": "git", "path": str(repo), "ref": "a b"}],
+                tmp_path / "d",
+            )
+        )
