@@ -71,7 +71,8 @@ def display_path(path: str) -> str:
     return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def _valid_text(path: str) -> bool:
+def is_valid_text(path: str) -> bool:
+    """Whether ``path`` encodes as UTF-8 (a name decoded with surrogate escapes does not)."""
     try:
         path.encode("utf-8")
     except UnicodeEncodeError:
@@ -246,11 +247,11 @@ class _Walker:
     def _named(self, found: FileStat) -> FileStat | None:
         """``found``, or a problem entry when its path is not valid UTF-8 text (it
         could not be stored or shown); a folder with such a name is reported once."""
-        if _valid_text(found.path):
+        if is_valid_text(found.path):
             return found
         parts = found.path.rstrip("/").split("/")
         for depth, part in enumerate(parts[:-1], start=1):
-            if not _valid_text(part):
+            if not is_valid_text(part):
                 folder = display_path("/".join(parts[:depth])) + "/"
                 if folder in self.reported:
                     return None

@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from rag_serving.scanning import is_valid_text
+
 # Folders whose files are third-party code (any path component, exact case).
 VENDORED_FOLDERS: frozenset[str] = frozenset(
     {
@@ -229,7 +231,7 @@ def path_skip_reason(
     by ``GitRepository``), vendored folders, generated and lock files, binary and
     document extensions, then the size cap ``max_bytes`` (config ``max_file_bytes``).
     """
-    if _has_surrogates(path):
+    if not is_valid_text(path):
         return UNDECODABLE_REASON
     parts = PurePosixPath(path).parts
     name = parts[-1] if parts else path
@@ -310,11 +312,3 @@ def _generated_marker(data: bytes) -> str | None:
                 text = text[:79] + "…"
             return f"generated file (marked on line {number}: {text!r})"
     return None
-
-
-def _has_surrogates(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False

@@ -195,19 +195,11 @@ def validate_filters(filters: SearchFilters, vocabulary: IndexVocabulary) -> Sea
         if tag not in vocabulary.tags:
             raise FilterError(f"unknown tag {tag!r}{did_you_mean(tag, vocabulary.tags)}")
     for file_type in filters.types:
-        if file_type not in vocabulary.types:
-            known = ", ".join(sorted(vocabulary.types)) or "none"
-            raise FilterError(
-                f"no indexed file has type {file_type!r}"
-                f"{did_you_mean(file_type, vocabulary.types)} (indexed types: {known})"
-            )
+        _require_indexed(file_type, vocabulary.types, "no indexed file has type", "types")
     for language in filters.languages:
-        if language not in vocabulary.languages:
-            known = ", ".join(sorted(vocabulary.languages)) or "none"
-            raise FilterError(
-                f"no indexed code is in language {language!r}"
-                f"{did_you_mean(language, vocabulary.languages)} (indexed languages: {known})"
-            )
+        _require_indexed(
+            language, vocabulary.languages, "no indexed code is in language", "languages"
+        )
     for author in filters.authors:
         if author not in vocabulary.authors:
             raise FilterError(
@@ -220,6 +212,15 @@ def validate_filters(filters: SearchFilters, vocabulary: IndexVocabulary) -> Sea
             f"{filters.before.isoformat()}: no document can match"
         )
     return filters
+
+
+def _require_indexed(value: str, indexed: frozenset[str], what: str, plural: str) -> None:
+    """Fail, naming close matches and every indexed value, when ``value`` is not one."""
+    if value not in indexed:
+        known = ", ".join(sorted(indexed)) or "none"
+        raise FilterError(
+            f"{what} {value!r}{did_you_mean(value, indexed)} (indexed {plural}: {known})"
+        )
 
 
 def check_text(value: str, what: str) -> None:
