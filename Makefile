@@ -2,7 +2,7 @@
 #   make demo   set up, index this repository's docs/ and search them
 #   make test   set up with the test tools and run the whole test suite (Python 3.11),
 #               then the search/serving/MCP/config tests on Python 3.13
-.PHONY: demo test test-py313 check-packaging setup setup-dev lint bench bench-quality bench-scale bench-documents bench-edge
+.PHONY: demo test test-py313 check-packaging setup setup-dev lint bench bench-quality bench-scale bench-documents bench-edge bench-git
 
 RAGLINE = .venv/bin/ragline --config demo/ragline.toml
 
@@ -16,11 +16,13 @@ test: setup-dev
 	$(MAKE) test-py313
 
 # ragline supports Python 3.11-3.13: the query side (config, search, MCP, embedders)
-# runs on the newest too, in .venv-py313 (its indexes are built there as well).
+# and the compiled readers (pygit2, the tree-sitter grammars) run on the newest too,
+# in .venv-py313 (its indexes are built there as well).
 PY313_TESTS = tests/test_config.py tests/test_config_validation.py tests/test_search.py \
 	tests/test_fusion.py tests/test_query_safety.py tests/test_mcp_tools.py \
 	tests/test_mcp_units.py tests/test_mcp_stdio.py tests/test_mcp_errors.py \
-	tests/test_ollama_embedder.py tests/test_embedders.py tests/test_import_rules.py
+	tests/test_ollama_embedder.py tests/test_embedders.py tests/test_import_rules.py \
+	tests/test_git_repository.py tests/test_code_chunker.py
 
 test-py313:
 	scripts/setup.sh --dev --python 3.13
@@ -78,3 +80,7 @@ bench-documents: setup-dev
 # memory against the bare embedder and a bare stat walk.
 bench-edge: setup-dev
 	.venv/bin/python benchmarks/edge_vaults.py
+
+# git sources: CoSQA as a repository (quality), indexing speed, no-change sensor tick.
+bench-git: setup-dev
+	.venv/bin/python benchmarks/git_source.py
