@@ -439,3 +439,35 @@ def test_init_and_sources_add_detect_a_repository(tmp_path: Path) -> None:
                 tmp_path / "d",
             )
         )
+
+
+def test_the_sensor_watches_the_refs_commit_not_the_working_tree(tmp_path: Path) -> None:
+    from dagster import build_sensor_context, instance_for_test
+
+    from rag_assets.resources import RaglineConfigResource
+    from rag_assets.sensors.source_changes import build_source_changes_sensor
+
+    repo = make_repo(tmp_path / "repo")
+    config_path = write_config(tmp_path, [git_source(repo)], tmp_path / "data")
+    sensor = build_source_changes_sensor(30)
+    settings = {"settings": RaglineConfigResource(config_path=str(config_path))}
+
+    def tick(cursor: str | None):
+        return sensor(build_sensor_context(instance=instance, cursor=cursor, resources=settings))
+
+    with instance_for_test() as instance:
+        instance.add_dynamic_partitions("sources", ["code"])
+        first = tick(None)
+        assert [r.partition_key for r in first.run_requests] == ["code"]
+        assert head_sha(repo) in json.loads(first.cursor)["code"]
+        (repo / "src/app/retry.py").write_text("# an edit not committed\n")
+        (repo / "scratch.py").write_text("untracked = True\n")
+        assert not tick(first.cursor).run_requests  # uncommitted work is not indexed
+        git(repo, "checkout", "-q", "--", "src/app/retry.py")
+        sha = commit_files(
+            repo, "Commit the scratch file", {}, ("Bob Chen", "bob@example.com"),
+            "2024-04-03T10:00:00+00:00",
+        )  # fmt: skip
+        after = tick(first.cursor)
+        assert [r.partition_key for r in after.run_requests] == ["code"]
+        assert sha in json.loads(after.cursor)["code"]
