@@ -495,7 +495,7 @@ def _describe_validation_error(path: Path, raw: dict, exc: ValidationError) -> s
             name = value.get("name") if isinstance(value, dict) else None
             who = f"source {name!r}" if isinstance(name, str) else key
             key, shown = f"{key}.kind", ""
-            choices = " or ".join(f'"{k}"' for k in SOURCE_KINDS)
+            choices = ", ".join(f'"{k}"' for k in SOURCE_KINDS[:-1]) + f' or "{SOURCE_KINDS[-1]}"'
             message = f"{who} has no `kind`; add kind = {choices}"
         elif kind == "extra_forbidden":
             message = "unknown key" + _unknown_key_hint(loc)
