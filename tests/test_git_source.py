@@ -219,6 +219,9 @@ def test_nothing_changed_means_nothing_read_and_a_rename_costs_nothing(tmp_path:
         ("Alice Martin", "alice@example.com"),
         "2024-04-01T10:00:00+00:00",
     )
+    pending = index_status(config).sources[0].pending
+    assert pending is not None  # the rename (one path gone, one new) and the new commit
+    assert (pending.new, pending.deleted) == (2, 1), pending
     renamed = index(config)
     assert renamed["parsed_documents"]["reused_parses"] >= 1  # the blob was parsed before
     # Only the new commit's text is embedded: the renamed file's chunks keep their vectors.
