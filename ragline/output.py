@@ -42,7 +42,10 @@ def render_search(result: SearchResult, explain: bool) -> None:
             lambda m: f"[bold yellow]{escape(m.group(1))}[/]",
             _escape_keep_bold(printable(" ".join(hit.snippet.split()))),
         )
-        if "=" in hit.location.rpartition("#")[2]:  # a page, slide, sheet or chapter
+        part = hit.location.rpartition("#")[2]
+        if hit.file_type == "commit" and part.startswith("diff="):
+            console.print(f"    [dim]in the diff of[/] {safe_text(part[len('diff=') :])}")
+        elif "=" in part:  # a page, slide, sheet or chapter
             console.print(f"    [dim]at[/] {safe_text(hit.location)}")
         console.print(f"    {snippet}")
         if hit.stale:

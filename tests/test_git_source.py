@@ -186,6 +186,11 @@ def test_cli_shows_code_and_commit_hits(indexed_repo) -> None:
     assert "code:src/app/retry.py:" in out.output
     short = sha_of(repo, MAKE_REPO_SUBJECTS[1])[:10]
     assert f"code@{short} · 2024-02-03 · Bob Chen" in out.output
+    diff = runner.invoke(
+        cli,
+        ["--config", str(config.config_path), "search", "assert_eq tokenize", "--type", "commit"],
+    )
+    assert "in the diff of search/src/lib.rs" in diff.output, diff.output
     as_json = runner.invoke(
         cli,
         [
