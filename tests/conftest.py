@@ -30,6 +30,9 @@ HELP_SLICE = [
     "Files and folders/**",
 ]
 
+# The real tokenizer fixtures (`embedder`, `count`) of the chunker tests.
+pytest_plugins = ["tests.tokenizer"]
+
 
 def write_config(
     directory: Path, sources: list[dict[str, object]], data_dir: Path | None = None

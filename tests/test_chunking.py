@@ -3,42 +3,19 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from rag_assets.chunking import Chunk, chunk_note, heading_anchor
 from rag_assets.formats.markdown import ParsedNote, parse_markdown
-from rag_serving.config import SentenceTransformersConfig
-from rag_serving.embedders.sentence_transformers import SentenceTransformersEmbedder
+from tests.tokenizer import Counter
 
 VAULT = (
     Path(__file__).resolve().parents[1].parent / "shared" / "data" / "corpora" / "obsidian-help-en"
 )
+
 TARGET, MAX = 180, 254
-
-
-@pytest.fixture(scope="module")
-def embedder() -> SentenceTransformersEmbedder:
-    return SentenceTransformersEmbedder(SentenceTransformersConfig())
-
-
-class Counter:
-    """The real tokenizer, counting how often it is called."""
-
-    def __init__(self, embedder: SentenceTransformersEmbedder) -> None:
-        self.embedder = embedder
-        self.calls = 0
-
-    def __call__(self, texts: Sequence[str]) -> list[int]:
-        self.calls += 1
-        return self.embedder.count_tokens(texts)
-
-
-@pytest.fixture
-def count(embedder: SentenceTransformersEmbedder) -> Counter:
-    return Counter(embedder)
 
 
 def note_of(text: str, path: str = "Note.md") -> ParsedNote:

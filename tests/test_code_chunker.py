@@ -21,37 +21,12 @@ from rag_assets.code import (
 )
 from rag_assets.code import languages as code_languages
 from rag_assets.code.languages import parse
-from rag_serving.config import SentenceTransformersConfig
-from rag_serving.embedders.sentence_transformers import SentenceTransformersEmbedder
 from tests.code_snippets import PYTHON, SNIPPETS, Snippet
+from tests.tokenizer import Counter
 
 TARGET, MAX = 180, 254
 CONTAINERS = {"class", "struct", "interface", "trait", "impl", "enum", "module", "namespace",
               "object", "protocol", "extension", "record"}  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def embedder() -> SentenceTransformersEmbedder:
-    return SentenceTransformersEmbedder(SentenceTransformersConfig())
-
-
-class Counter:
-    """The real tokenizer, counting its calls and the texts it was given."""
-
-    def __init__(self, embedder: SentenceTransformersEmbedder) -> None:
-        self.embedder = embedder
-        self.calls = 0
-        self.texts = 0
-
-    def __call__(self, texts: Sequence[str]) -> list[int]:
-        self.calls += 1
-        self.texts += len(texts)
-        return self.embedder.count_tokens(texts)
-
-
-@pytest.fixture
-def count(embedder: SentenceTransformersEmbedder) -> Counter:
-    return Counter(embedder)
 
 
 def squeeze(text: str) -> str:
