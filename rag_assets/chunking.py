@@ -495,7 +495,8 @@ def chunk_sections(
     each section (page, slide, chapter) on its own, so every chunk cites one of them.
 
     A section's ``heading_path`` encloses the headings found inside it, and its
-    ``anchor`` becomes each of its chunks' anchor.
+    ``anchor`` becomes each of its chunks' anchor. Sections with ``embed`` off give
+    no chunks.
     """
     if not sections:
         return chunk_note(_note(body, body_start_line), count_tokens, target_tokens, max_tokens)
@@ -503,6 +504,8 @@ def chunk_sections(
     lines = body.split("\n")
     chunks: list[Chunk] = []
     for section in sections:
+        if not getattr(section, "embed", True):
+            continue  # shown with the document, not searched (a mail's quoted reply)
         first = section.line_start - body_start_line
         text = "\n".join(lines[max(first, 0) : section.line_end - body_start_line + 1])
         base = tuple(p for p in section.heading_path if p)

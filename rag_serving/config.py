@@ -364,10 +364,114 @@ class GitSourceConfig(FileSourceConfig):
         return value
 
 
+class MailSourceConfig(FileSourceConfig):
+    """Mail in the standard formats: mbox files (Thunderbird profiles), Maildir
+    folders (nested, ``cur/`` alone is enough), ``.eml`` and Apple Mail ``.emlx``
+    files. ``path`` is a folder or one mbox file."""
+
+    kind: Literal["mail"]
+    # Only mail files are read (mbox, Maildir messages, .eml, .emlx); a desktop
+    # client's other files beside them (Thunderbird's .msf summaries) are passed over.
+    ignore_dirs: list[str] = [".git", ".trash", "tmp"]
+    attachments: bool = True  # index PDF, office and text attachments as child documents
+    max_attachment_bytes: int = Field(default=25_000_000, ge=1_000)  # larger ones are skipped
+    max_message_bytes: int = Field(default=50_000_000, ge=1_000)  # larger messages are skipped
+
+
+class FeedUrl(_Strict):
+    """One feed with settings of its own (``{ url = "...", poll_minutes = 15 }``)."""
+
+    url: str
+    poll_minutes: int | None = Field(default=None, ge=1)
+    name: str | None = None  # shown instead of the feed's own title
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        return check_feed_url(value)
+
+
+def check_feed_url(value: str) -> str:
+    """``value`` stripped if it is an http(s) or file URL or a local path; else a
+    ValueError saying what to give."""
+    value = value.strip()
+    if not value:
+        raise ValueError("a feed URL is empty; give an http(s):// URL or a local file path")
+    scheme = (
+        value.split(":", 1)[0].lower() if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", value) else ""
+    )
+    if scheme and scheme not in ("http", "https", "file"):
+        raise ValueError(
+            f"{value!r} is not a feed URL ragline can fetch: use http://, https:// or a local path"
+        )
+    if any(c.isspace() for c in value) and scheme in ("http", "https"):
+        raise ValueError(f"{value!r} holds spaces; a URL cannot (encode them as %20)")
+    return value
+
+
+class FeedsSourceConfig(FileSourceConfig):
+    """RSS, Atom and JSON Feed feeds (``urls`` and/or an ``opml`` file), fetched over
+    HTTP with conditional requests on each feed's poll schedule. Entries that fall
+    out of a feed stay indexed: a feed is a window, not the archive."""
+
+    kind: Literal["feeds"]
+    path: Path | None = None  # not used: feeds have URLs (a local feed file may be one)
+    urls: list[str | FeedUrl] = []
+    opml: Path | None = None  # an OPML export of a feed reader's subscriptions
+    poll_minutes: int = Field(default=60, ge=1)  # how often each feed is fetched
+    timeout_seconds: float = Field(default=20.0, gt=0, le=600)
+    max_feed_bytes: int = Field(default=10_000_000, ge=1_000)  # larger responses are refused
+    # Named in every request, so a site's owner can see who fetches and why.
+    user_agent: str = "ragline-feeds/1 (a personal, local feed index)"
+
+    @field_validator("urls")
+    @classmethod
+    def _urls(cls, value: list[str | FeedUrl]) -> list[str | FeedUrl]:
+        return [check_feed_url(v) if isinstance(v, str) else v for v in value]
+
+    @model_validator(mode="after")
+    def _some_feeds(self) -> FeedsSourceConfig:
+        if not self.urls and self.opml is None:
+            raise ValueError(
+                f'source {self.name!r} lists no feeds: give urls = ["https://..."] '
+                'and/or opml = "subscriptions.opml"'
+            )
+        return self
+
+    def feeds(self) -> list[FeedUrl]:
+        """The configured feeds (not those of the OPML file), each as a ``FeedUrl``."""
+        return [FeedUrl(url=v) if isinstance(v, str) else v for v in self.urls]
+
+
+class CalibreSourceConfig(FileSourceConfig, _OcrSettings):
+    """A Calibre library (the folder holding ``metadata.db``), read-only: each book's
+    metadata and the text of one of its formats."""
+
+    kind: Literal["calibre"]
+    ocr: OcrMode = "off"  # scanned PDF books take hours of OCR; turn on when wanted
+    # Which of a book's formats is read, first found first.
+    formats: list[str] = ["epub", "pdf", "docx", "htmlz", "html", "txt", "md", "rtf"]
+    ignore_dirs: list[str] = [".caltrash", ".calnotes"]
+
+    @field_validator("formats")
+    @classmethod
+    def _formats(cls, value: list[str]) -> list[str]:
+        cleaned = [v.strip().lower().lstrip(".") for v in value]
+        if not cleaned or not all(cleaned):
+            raise ValueError("give at least one book format, e.g. ['epub', 'pdf']")
+        return cleaned
+
+
 SourceConfig = Annotated[
-    MarkdownSourceConfig | DocumentsSourceConfig | GitSourceConfig, Field(discriminator="kind")
+    MarkdownSourceConfig
+    | DocumentsSourceConfig
+    | GitSourceConfig
+    | MailSourceConfig
+    | FeedsSourceConfig
+    | CalibreSourceConfig,
+    Field(discriminator="kind"),
 ]
-SOURCE_KINDS = ("markdown", "documents", "git")
+SOURCE_KINDS = ("markdown", "documents", "git", "mail", "feeds", "calibre")
 EMBEDDER_PROVIDERS = ("sentence-transformers", "ollama")
 DEFAULT_PROVIDER = "sentence-transformers"
 
@@ -652,7 +756,12 @@ def source_path_problems(config: RaglineConfig, names: Iterable[str] | None = No
         if wanted is not None and source.name not in wanted:
             continue
         where = f"{config.config_path}: sources[{index}].path: source {source.name!r}"
+        if source.kind == "feeds":
+            lines += _feeds_problems(config, index, source)  # type: ignore[arg-type]
+            continue
         folder = source.path
+        if source.kind == "mail" and folder.is_file():
+            continue  # one mbox file
         if not folder.exists():
             lines.append(f"{where}: {folder} does not exist; {MISSING_SOURCE_HINT}")
         elif not folder.is_dir():
@@ -667,7 +776,22 @@ def source_path_problems(config: RaglineConfig, names: Iterable[str] | None = No
                 f"{where}: {folder} is not a git repository (no .git in it); give the "
                 'repository\'s top folder, or use kind = "documents" for a plain folder'
             )
+        elif source.kind == "calibre" and not (folder / "metadata.db").is_file():
+            lines.append(
+                f"{where}: {folder} is not a Calibre library (no metadata.db in it); give the "
+                "folder Calibre shows under Preferences → Library location"
+            )
     return lines
+
+
+def _feeds_problems(config: RaglineConfig, index: int, source: FeedsSourceConfig) -> list[str]:
+    """A feeds source's OPML file must exist; its URLs are checked when fetched."""
+    if source.opml is None or source.opml.is_file():
+        return []
+    where = f"{config.config_path}: sources[{index}].opml: source {source.name!r}"
+    if not source.opml.exists():
+        return [f"{where}: {source.opml} does not exist; export it from your feed reader again"]
+    return [f"{where}: {source.opml} is not a file; give the .opml file itself"]
 
 
 def is_git_repository(folder: Path) -> bool:
@@ -690,9 +814,7 @@ def require_usable(config: RaglineConfig, sources: Iterable[str] | None = None) 
 def _resolve_paths(config: RaglineConfig, path: Path) -> RaglineConfig:
     base = path.parent
     data_dir = config.data_dir.expanduser()
-    sources = [
-        s.model_copy(update={"path": _absolute(s.path.expanduser(), base)}) for s in config.sources
-    ]
+    sources = [_resolve_source_paths(s, base) for s in config.sources]
     embedder = config.embedder
     if isinstance(embedder, SentenceTransformersConfig):
         # A local model folder, like every path in the file, is relative to the file.
@@ -708,6 +830,26 @@ def _resolve_paths(config: RaglineConfig, path: Path) -> RaglineConfig:
             "config_path": path,
         }
     )
+
+
+def _resolve_source_paths(source: FileSourceConfig, base: Path) -> FileSourceConfig:
+    """``path`` (and a feeds source's ``opml`` and local feed files) made absolute."""
+    update: dict[str, Any] = {}
+    if source.path is not None:
+        update["path"] = _absolute(source.path.expanduser(), base)
+    if isinstance(source, FeedsSourceConfig):
+        if source.opml is not None:
+            update["opml"] = _absolute(source.opml.expanduser(), base)
+        update["urls"] = [_absolute_feed(v, base) for v in source.urls]
+    return source.model_copy(update=update)
+
+
+def _absolute_feed(value: str | FeedUrl, base: Path) -> str | FeedUrl:
+    url = value if isinstance(value, str) else value.url
+    if "://" in url:
+        return value
+    resolved = str(_absolute(Path(url).expanduser(), base))
+    return resolved if isinstance(value, str) else value.model_copy(update={"url": resolved})
 
 
 def _absolute(path: Path, base: Path) -> Path:
@@ -764,9 +906,32 @@ history = true            # commits of the last history_months, at most history_
 history_months = 24
 history_max_commits = 5000
 """,
+    "mail": """
+[[sources]]
+name = "{name}"
+kind = "mail"
+path = "{path}"           # a folder of mbox files, Maildirs, .eml or .emlx files, or one mbox
+attachments = true        # index PDF, office and text attachments, linked to their message
+""",
+    "feeds": """
+[[sources]]
+name = "{name}"
+kind = "feeds"
+urls = ["{path}"]         # more URLs, or {{ url = "...", poll_minutes = 15 }}
+# opml = "subscriptions.opml"   # a feed reader's export
+poll_minutes = 60
+""",
+    "calibre": """
+[[sources]]
+name = "{name}"
+kind = "calibre"
+path = "{path}"           # the folder that holds metadata.db
+formats = ["epub", "pdf", "docx", "htmlz", "html", "txt", "md", "rtf"]   # first found is read
+""",
 }
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
+MAIL_SUFFIXES = (".mbox", ".eml", ".emlx", ".mbx")
 _DETECT_SAMPLE = 2000
 
 
@@ -776,9 +941,13 @@ def detect_kind(folder: Path) -> tuple[str, str]:
     ``markdown``; anything else is ``documents``."""
     if (folder / ".git").exists():  # a folder, or a file in a worktree or submodule
         return "git", "found .git: a git repository (its tracked files and commits)"
+    if (folder / "metadata.db").is_file():
+        return "calibre", "found metadata.db: a Calibre library"
+    if (folder / "cur").is_dir() or (folder / "new").is_dir():
+        return "mail", "found cur/: a Maildir"
     if (folder / ".obsidian").is_dir():
         return "markdown", "found .obsidian/: an Obsidian vault"
-    markdown = total = 0
+    markdown = mail = total = 0
     for _dirpath, dirnames, filenames in os.walk(folder):
         dirnames[:] = [d for d in dirnames if not d.startswith(".")]
         for filename in filenames:
@@ -786,8 +955,11 @@ def detect_kind(folder: Path) -> tuple[str, str]:
                 continue
             total += 1
             markdown += filename.lower().endswith(MARKDOWN_SUFFIXES)
+            mail += filename.lower().endswith(MAIL_SUFFIXES)
         if total >= _DETECT_SAMPLE:
             break
+    if total and mail / total >= 0.8:
+        return "mail", f"{mail} of {total} files are mail (mbox, .eml, .emlx)"
     if total and markdown / total >= 0.8:
         return "markdown", f"{markdown} of {total} files are Markdown notes"
     return "documents", (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from rag_serving.config import FileSourceConfig, GitSourceConfig, RaglineConfig
@@ -11,6 +12,7 @@ from rag_serving.errors import RaglineError
 from rag_serving.index.layout import IndexLayout
 from rag_serving.index.manifest import read_manifest
 from rag_serving.index.store import IndexStore, sql_string
+from rag_serving.listing import LISTED_KINDS, list_source_items
 from rag_serving.scanning import PendingChanges, iter_source_files, pending_changes
 
 
@@ -133,14 +135,16 @@ def index_status(config: RaglineConfig, check_pending: bool = True) -> IndexStat
                 for r in sorted(rows, key=lambda r: (r["severity"], r["path"]))
             ]
         if check_pending and source_config is not None:
+            state_dir = layout.source_state_dir(name)
             pending, pending_error = _pending(
-                store, source_config, scope, state.get("last_indexed_at"), table
-            )
+                store, source_config, scope, state.get("last_indexed_at"), table,
+                state_dir if state_dir.is_dir() else None,
+            )  # fmt: skip
         sources.append(
             SourceStatus(
                 name=name,
                 kind=source_config.kind if source_config else "?",
-                path=str(source_config.path) if source_config else "",
+                path=str(source_config.path or "") if source_config else "",
                 configured=source_config is not None,
                 files=store.count("files", scope) if store else 0,
                 documents=store.count("documents", scope) if store else 0,
@@ -174,11 +178,14 @@ def _pending(
     scope: str,
     served_at: datetime | None,
     table: str | None,
+    state_dir: Path | None = None,
 ) -> tuple[PendingChanges | None, str | None]:
     """Items whose state on disk is not what search serves: changed since the last
     scan, or scanned by a run that did not complete (so not yet served)."""
     if isinstance(source, GitSourceConfig):
         return _git_pending(store, source, scope, served_at)
+    if source.kind in LISTED_KINDS:  # type: ignore[attr-defined]
+        return _listed_pending(store, source, scope, served_at, state_dir)
     try:
         stats = list(iter_source_files(source))
     except RaglineError as exc:
@@ -214,6 +221,32 @@ def _git_pending(
         }
     except RaglineError as exc:
         return None, str(exc)
+    return _compare_fingerprints(store, listed, scope, served_at), None
+
+
+def _listed_pending(
+    store: IndexStore | None,
+    source: FileSourceConfig,
+    scope: str,
+    served_at: datetime | None,
+    state_dir: Path | None,
+) -> tuple[PendingChanges | None, str | None]:
+    """A mail, feeds or Calibre source's items (by fingerprint) against what the last
+    scan recorded and search serves."""
+    try:
+        listed = {
+            item.key: "!" if item.problem else item.fingerprint
+            for item in list_source_items(source, state_dir)
+            if not item.unavailable
+        }
+    except RaglineError as exc:
+        return None, str(exc)
+    return _compare_fingerprints(store, listed, scope, served_at), None
+
+
+def _compare_fingerprints(
+    store: IndexStore | None, listed: dict[str, str], scope: str, served_at: datetime | None
+) -> PendingChanges:
     recorded: dict[str, str | None] = {}  # key → object id ("!" for a problem, None: unserved)
     if store is not None:
         for row in store.read(
@@ -224,7 +257,7 @@ def _git_pending(
     new = sum(1 for key in listed if key not in recorded)
     changed = sum(1 for key, seen in listed.items() if key in recorded and recorded[key] != seen)
     deleted = sum(1 for key in recorded if key not in listed)
-    return PendingChanges(new, changed, deleted), None
+    return PendingChanges(new, changed, deleted)
 
 
 def served_paths(store: IndexStore, table: str | None, scope: str) -> set[str]:

@@ -89,6 +89,17 @@ if [ -n "$extras" ] && [ ! -x /usr/bin/chromium ]; then
   fi
 fi
 
+# The Calibre tests index a library made by Calibre's own `calibredb` (Debian's
+# calibre package; without it they build metadata.db from Calibre's schema instead).
+if [ -n "$extras" ] && ! command -v calibredb >/dev/null; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "installing Debian's calibre for the Calibre library tests" >&2
+    (apt-get install -y -q --no-install-recommends calibre >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends calibre >/dev/null; }) || echo "could not install calibre; the Calibre tests build metadata.db from its schema" >&2
+  else
+    echo "the Calibre tests use calibredb when installed: sudo apt-get install calibre" >&2
+  fi
+fi
+
 # OCR of scanned PDFs and images (a runtime feature) reads Tesseract's language data
 # from Debian's packages; PyMuPDF brings the OCR engine itself.
 tesseract_langs="$(tesseract --list-langs 2>/dev/null || true)"

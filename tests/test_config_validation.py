@@ -68,7 +68,7 @@ def _errors(path: Path, *args: str) -> list[str]:
         ),
         (
             '[[sources]]\nname = "notes"\npath = "vault"\n',
-            'sources[0].kind: source \'notes\' has no `kind`; add kind = "markdown", "documents" or "git"',
+            'sources[0].kind: source \'notes\' has no `kind`; add kind = "markdown", "documents", "git", "mail", "feeds" or "calibre"',
         ),
         (
             "[freshness]\nsensor_interval_s = 0\n",

@@ -98,7 +98,7 @@ def _source_metadata(source: FileSourceConfig) -> dict[str, object]:
     """What the partition indexes: the source's kind and folder."""
     return {
         "source_kind": getattr(source, "kind", "files"),
-        "source_path": MetadataValue.path(str(source.path)),
+        "source_path": MetadataValue.path(str(source.path or "")),
     }
 
 
@@ -109,13 +109,15 @@ def raw_files(
     """The source's files: path, size, mtime and content hash (unchanged files cost a stat)."""
     # Record which process runs this run, so a killed run can be recognised later.
     context.instance.add_run_tags(context.run_id, process_tags())
-    source = _configured_source(context, settings.load())
+    config = settings.load()
+    source = _configured_source(context, config)
     _start_step(context)
     store = index_store.store()
     upgraded = upgrade_index(store)
     if upgraded:
         context.log.info(f"index upgraded in place: {upgraded}")
-    result = scan_source(store, source_kind(source), full=is_full_rebuild(context))
+    kind = source_kind(source, config.data_dir)
+    result = scan_source(store, kind, full=is_full_rebuild(context))
     return materialize_result(result, extra=_source_metadata(source))
 
 
@@ -128,12 +130,13 @@ def parsed_documents(
 ) -> MaterializeResult:
     """Parsed documents (text with anchored sections, title, tags, links); broken items
     recorded and skipped; costly work (OCR) queued for a deferred pass."""
-    source = _configured_source(context, settings.load())
+    config = settings.load()
+    source = _configured_source(context, config)
     _start_step(context)
     store = index_store.store()
     result = parse_source(
         store,
-        source_kind(source),
+        source_kind(source, config.data_dir),
         full=is_full_rebuild(context),
         run_id=context.run_id,
         deferred_pass=is_deferred_pass(context),
@@ -163,7 +166,7 @@ def chunks(
     source = _configured_source(context, config)
     _start_step(context)
     result = chunk_source(
-        index_store.store(), source_kind(source), config.chunking, embedder.embedder(),
+        index_store.store(), source_kind(source, config.data_dir), config.chunking, embedder.embedder(),
         full=is_full_rebuild(context),
     )  # fmt: skip
     return materialize_result(result, extra=_source_metadata(source))

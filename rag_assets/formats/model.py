@@ -63,9 +63,12 @@ class Section:
     line_end: int
     heading_path: tuple[str, ...] = ()
     ocr: bool = False  # the text was recognised from an image
+    # False: shown with the document but not chunked, embedded or keyword-indexed (a
+    # mail's quoted reply and signature: they would make every reply match its parent).
+    embed: bool = True
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        raw = {
             "anchor": self.anchor,
             "label": self.label,
             "line_start": self.line_start,
@@ -73,6 +76,9 @@ class Section:
             "heading_path": list(self.heading_path),
             "ocr": self.ocr,
         }
+        if not self.embed:  # stored only when off: older documents read back unchanged
+            raw["embed"] = False
+        return raw
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> Section:
@@ -83,6 +89,7 @@ class Section:
             line_end=int(raw["line_end"]),
             heading_path=tuple(raw.get("heading_path") or ()),
             ocr=bool(raw.get("ocr")),
+            embed=bool(raw.get("embed", True)),
         )
 
 
@@ -145,15 +152,18 @@ class BodyBuilder:
         text: str,
         heading_path: tuple[str, ...] | list[str] = (),
         ocr: bool = False,
+        embed: bool = True,
     ) -> Section | None:
-        """Append one section's text (followed by a blank line); None if it is empty."""
+        """Append one section's text (followed by a blank line); None if it is empty.
+        ``embed=False``: shown with the document, never chunked (``Section.embed``)."""
         text = text.replace("\r\n", "\n").replace("\r", "\n").strip("\n")
         if not text.strip():
             return None
         lines = text.count("\n") + 1
         section = Section(
-            anchor, label, self._next_line, self._next_line + lines - 1, tuple(heading_path), ocr
-        )
+            anchor, label, self._next_line, self._next_line + lines - 1, tuple(heading_path), ocr,
+            embed,
+        )  # fmt: skip
         self._parts.append(text)
         self._sections.append(section)
         self._next_line += lines + 1  # a blank line between sections

@@ -98,7 +98,7 @@ def build_source_changes_sensor(interval_s: int):
                         )
                     )
             try:
-                signal = source_kind(source).change_signal()
+                signal = source_kind(source, config.data_dir).change_signal()
             except RaglineError as exc:
                 notes.append(f"{source.name}: {exc}")
                 if source.name in previous:

@@ -7,11 +7,14 @@ and one line in ``KINDS``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rag_assets.sources.base import DocumentView, ItemStat, SourceKind
 from rag_assets.sources.documents import DocumentsKind
 from rag_assets.sources.git import GitKind
 from rag_assets.sources.markdown import MarkdownKind
 from rag_serving.config import FileSourceConfig
+from rag_serving.index.layout import IndexLayout
 
 KINDS: dict[str, type[SourceKind]] = {
     MarkdownKind.name: MarkdownKind,
@@ -22,6 +25,8 @@ KINDS: dict[str, type[SourceKind]] = {
 __all__ = ["KINDS", "DocumentView", "ItemStat", "SourceKind", "source_kind"]
 
 
-def source_kind(config: FileSourceConfig) -> SourceKind:
-    """The kind implementation for a configured source."""
-    return KINDS[config.kind](config)  # type: ignore[attr-defined]
+def source_kind(config: FileSourceConfig, data_dir: Path | None = None) -> SourceKind:
+    """The kind implementation for a configured source; ``data_dir`` (the index's)
+    holds the kind's state folder (``IndexLayout.source_state_dir``)."""
+    state_dir = None if data_dir is None else IndexLayout(data_dir).source_state_dir(config.name)
+    return KINDS[config.kind](config, state_dir)  # type: ignore[attr-defined]

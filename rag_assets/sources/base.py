@@ -30,6 +30,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, ClassVar
 
 from rag_assets.chunking import Chunk, CountTokens
@@ -75,8 +76,25 @@ class SourceKind(ABC):
     name: ClassVar[str]
     config_type: ClassVar[type[FileSourceConfig]]
 
-    def __init__(self, config: FileSourceConfig):
+    def __init__(self, config: FileSourceConfig, state_dir: Path | None = None):
         self.config = config
+        self._state_dir = state_dir
+
+    @property
+    def location(self) -> str:
+        """Where the source is, for messages: its folder (a feeds source: its feeds)."""
+        return str(self.config.path)
+
+    @property
+    def state_dir(self) -> Path:
+        """A folder of the kind's own for this source (a mailbox's message offsets, a
+        feed's fetched entries and HTTP validators), under the index's data_dir:
+        ``<data_dir>/sources/<name>/``. Everything in it can be rebuilt from the
+        source, except what a source no longer holds (entries gone from a feed)."""
+        if self._state_dir is None:
+            raise RuntimeError(f"source {self.config.name!r}: no state folder was given")
+        self._state_dir.mkdir(parents=True, exist_ok=True)
+        return self._state_dir
 
     # ---- list ----------------------------------------------------------------
 

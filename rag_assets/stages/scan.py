@@ -59,7 +59,7 @@ def scan_source(store: IndexStore, kind: SourceKind, full: bool) -> StageResult:
         # An unmounted disk often leaves its mount point behind, empty: that is not
         # every note deleted at once.
         raise SourceUnavailableError(
-            f"source {name!r}: {kind.config.path} lists nothing but the index holds "
+            f"source {name!r}: {kind.location} lists nothing but the index holds "
             f"{len(previous)} item(s) of it (an unmounted disk?); mount it, or run "
             f"`ragline index --full {name}` to remove them from the index"
         )

@@ -32,6 +32,10 @@ class IndexLayout:
         """Present while ``source`` has work left for a deferred pass (OCR)."""
         return self.data_dir / "deferred" / source
 
+    def source_state_dir(self, source: str) -> Path:
+        """A source kind's own state (mailbox offsets, fetched feed entries)."""
+        return self.data_dir / "sources" / source
+
     @property
     def models_dir(self) -> Path:
         return self.data_dir / "models"

@@ -194,7 +194,7 @@ class RaglineService:
             data = s.as_json()
             failure, pending_error = data["last_failure"], s.pending_error
             if not access.local:  # server paths are only shown to the local user
-                roots = [src.path for src in self.config.sources]
+                roots = [src.path for src in self.config.sources if src.path]
                 if failure:
                     failure = {**failure, "message": redact_paths(failure["message"], roots)}
                 if pending_error:

@@ -101,7 +101,7 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
 
     config = service.config
     # Server paths a message may name; only the local user sees them.
-    roots = [config.data_dir, *(s.path for s in config.sources), Path.home()]
+    roots = [config.data_dir, *(s.path for s in config.sources if s.path), Path.home()]
 
     async def call(fn: Callable[..., T], /, **kwargs: object) -> T:
         access = resolve()

@@ -400,7 +400,7 @@ class SearchEngine:
                 columns=["source", "last_indexed_at"],
             ).to_pylist()
         }
-        roots = {s.name: Path(s.path) for s in self.config.sources}
+        roots = {s.name: Path(s.path) if s.path else None for s in self.config.sources}
         out: dict[str, str | None] = {}
         for row in rows:
             out[row["doc_id"]] = self._stale(row, roots, recorded, served_at)
@@ -409,13 +409,13 @@ class SearchEngine:
     @staticmethod
     def _stale(
         row: dict[str, Any],
-        roots: dict[str, Path],
+        roots: dict[str, Path | None],
         recorded: dict[str, dict[str, Any]],
         served_at: dict[str, Any],
     ) -> str | None:
-        root = roots.get(row["source"])
-        if root is None:
+        if row["source"] not in roots:
             return None  # a source no longer configured: nothing to compare with
+        root = roots[row["source"]]
         seen = recorded.get(row["doc_id"])
         if seen is None:
             return "deleted"  # a scan dropped it; the run that would unserve it did not finish
@@ -423,7 +423,7 @@ class SearchEngine:
             return "modified"
         # Only items that are files (with a recorded mtime) can be checked by a stat;
         # a message inside an mbox or a feed entry cannot.
-        if seen["mtime_ns"] is None:
+        if seen["mtime_ns"] is None or root is None:
             return None
         try:
             st = (root / row["path"]).stat()
