@@ -10,8 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from rag_assets.sources.base import DocumentView, ItemStat, SourceKind
+from rag_assets.sources.calibre import CalibreKind
 from rag_assets.sources.documents import DocumentsKind
+from rag_assets.sources.feeds import FeedsKind
 from rag_assets.sources.git import GitKind
+from rag_assets.sources.mail import MailKind
 from rag_assets.sources.markdown import MarkdownKind
 from rag_serving.config import FileSourceConfig
 from rag_serving.index.layout import IndexLayout
@@ -20,6 +23,9 @@ KINDS: dict[str, type[SourceKind]] = {
     MarkdownKind.name: MarkdownKind,
     DocumentsKind.name: DocumentsKind,
     GitKind.name: GitKind,
+    MailKind.name: MailKind,
+    FeedsKind.name: FeedsKind,
+    CalibreKind.name: CalibreKind,
 }
 
 __all__ = ["KINDS", "DocumentView", "ItemStat", "SourceKind", "source_kind"]
