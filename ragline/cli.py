@@ -195,8 +195,28 @@ def index(ctx: Context, sources: tuple[str, ...], full: bool, as_json: bool) -> 
     help="Only code defining this function or class: retry or Client.retry (repeatable).",
 )
 @click.option(
-    "--author", "authors", multiple=True, help="Only commits by this name or e-mail (repeatable)."
+    "--author",
+    "authors",
+    multiple=True,
+    help="Only commits, books or feed entries by this name or e-mail (repeatable).",
 )
+@click.option(
+    "--from", "senders", multiple=True, help="Only mail from this name or address (repeatable)."
+)
+@click.option(
+    "--to",
+    "recipients",
+    multiple=True,
+    help="Only mail to (or cc) this name or address (repeatable).",
+)
+@click.option(
+    "--folder",
+    "folders",
+    multiple=True,
+    help="Only mail in this folder or the folders inside it (repeatable).",
+)
+@click.option("--series", multiple=True, help="Only books in this series (repeatable).")
+@click.option("--feed", "feeds", multiple=True, help="Only entries of this feed (repeatable).")
 @click.option("--mode", type=click.Choice(["hybrid", "bm25", "vector"]), help="Retrieval mode.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--explain", is_flag=True, help="Show each hit's rank and score in every list.")
@@ -216,6 +236,11 @@ def search(
     languages: tuple[str, ...],
     symbols: tuple[str, ...],
     authors: tuple[str, ...],
+    senders: tuple[str, ...],
+    recipients: tuple[str, ...],
+    folders: tuple[str, ...],
+    series: tuple[str, ...],
+    feeds: tuple[str, ...],
     mode: str | None,
     as_json: bool,
     explain: bool,
@@ -236,6 +261,11 @@ def search(
         languages=languages,
         symbols=symbols,
         authors=authors,
+        senders=senders,
+        recipients=recipients,
+        folders=folders,
+        series=series,
+        feeds=feeds,
     )
     result = hybrid_search(ctx.config, query, k=k, filters=filters, mode=mode)  # type: ignore[arg-type]
     if as_json:

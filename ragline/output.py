@@ -60,7 +60,9 @@ def render_search(result: SearchResult, explain: bool) -> None:
 
 def _hit_line(hit: SearchHit) -> str:
     """What a hit is and where: a note's title › heading and source:path:lines; a code
-    chunk's source:path:lines and symbol; a commit's short id, date, author, subject."""
+    chunk's source:path:lines and symbol; a commit's short id, date, author, subject;
+    a message's subject, sender, date and folder; a feed entry's title, author, date
+    and feed; a book's title and author."""
     if hit.file_type == "commit":
         sha = hit.path.rsplit("/", 1)[-1][:10]
         date = hit.modified.date().isoformat() if hit.modified else "?"
@@ -68,11 +70,17 @@ def _hit_line(hit: SearchHit) -> str:
             f"[bold]{safe_text(hit.title)}[/]  [dim]{safe_text(hit.source)}@{sha} · {date} · "
             f"{safe_text(hit.author or '?')}[/]"
         )
+    if hit.file_type in ("email", "entry"):  # a message or a feed entry: who, when, where
+        date = hit.modified.date().isoformat() if hit.modified else "?"
+        origin = hit.folder if hit.file_type == "email" else hit.feed
+        byline = " · ".join(v for v in (hit.author, date, origin) if v)
+        return f"[bold]{safe_text(hit.title)}[/]  [dim]{safe_text(hit.source)} · {safe_text(byline)}[/]"
     where = f"{hit.source}:{hit.path}:{hit.line_start}-{hit.line_end}"
     if hit.symbol:
         return f"[bold]{safe_text(where)}[/]  {safe_text(hit.anchor)}"
     anchor = f" › {safe_text(hit.anchor)}" if hit.anchor else ""
-    return f"[bold]{safe_text(hit.title)}[/]{anchor}  [dim]{safe_text(where)}[/]"
+    by = f" — {safe_text(hit.author)}" if hit.author else ""  # a book's author
+    return f"[bold]{safe_text(hit.title)}[/]{by}{anchor}  [dim]{safe_text(where)}[/]"
 
 
 def _escape_keep_bold(text: str) -> str:

@@ -47,7 +47,12 @@ class Hit(BaseModel):
         default=None, description="Code: the function, method or class, e.g. 'Client.retry'."
     )
     language: str | None = Field(default=None, description="Code: its language.")
-    author: str | None = Field(default=None, description="Commit: its author.")
+    author: str | None = Field(
+        default=None,
+        description="Commit, book or feed entry: its author; message: its sender.",
+    )
+    folder: str | None = Field(default=None, description="Message: its mail folder.")
+    feed: str | None = Field(default=None, description="Feed entry: its feed's title.")
 
 
 class SearchOutput(BaseModel):
@@ -139,6 +144,18 @@ class CommitOut(BaseModel):
     date: str | None
 
 
+class MessageOut(BaseModel):
+    """A message of a mail thread."""
+
+    doc_id: str = Field(description="Open the message with it.")
+    path: str
+    subject: str
+    sender: str | None
+    date: str | None
+    message_id: str | None
+    in_reply_to: str | None = Field(description="The message-id it answers, if any.")
+
+
 class NeighborsOutput(BaseModel):
     note: DocRef
     links: list[LinkOut] = Field(
@@ -155,6 +172,11 @@ class NeighborsOutput(BaseModel):
     commits: list[CommitOut] = Field(
         default_factory=list,
         description="For a file of a git source: the latest commits that changed it.",
+    )
+    thread: list[MessageOut] = Field(
+        default_factory=list,
+        description="For a mail message (or an attachment): every message of its thread, "
+        "oldest first, this one included.",
     )
 
 

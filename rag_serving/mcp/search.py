@@ -39,6 +39,11 @@ class SearchRequest:
     languages: tuple[str, ...] = ()
     symbols: tuple[str, ...] = ()
     authors: tuple[str, ...] = ()
+    senders: tuple[str, ...] = ()
+    recipients: tuple[str, ...] = ()
+    folders: tuple[str, ...] = ()
+    series: tuple[str, ...] = ()
+    feeds: tuple[str, ...] = ()
 
     def filters(self) -> SearchFilters:
         return SearchFilters(
@@ -52,7 +57,19 @@ class SearchRequest:
             languages=self.languages,
             symbols=self.symbols,
             authors=self.authors,
+            senders=self.senders,
+            recipients=self.recipients,
+            folders=self.folders,
+            series=self.series,
+            feeds=self.feeds,
         )
+
+
+# The list-valued filters a search echoes back when given.
+FILTER_LISTS = (
+    "types", "languages", "symbols", "authors", "senders", "recipients", "folders", "series",
+    "feeds",
+)  # fmt: skip
 
 
 class VisibleVocabularies:
@@ -132,7 +149,7 @@ def _filters_json(filters: SearchFilters, request: SearchRequest) -> dict[str, A
         out["after"] = filters.after.isoformat()
     if filters.before:
         out["before"] = filters.before.isoformat()
-    for name in ("types", "languages", "symbols", "authors"):
+    for name in FILTER_LISTS:
         if getattr(filters, name):
             out[name] = list(getattr(filters, name))
     return out
@@ -170,4 +187,6 @@ def hit_out(hit: SearchHit) -> Hit:
         symbol=hit.symbol,
         language=hit.language,
         author=hit.author,
+        folder=hit.folder,
+        feed=hit.feed,
     )

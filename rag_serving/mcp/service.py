@@ -33,6 +33,7 @@ from rag_serving.mcp.models import (
 )
 from rag_serving.mcp.reindex import Reindexer
 from rag_serving.mcp.search import SearchRequest, VisibleVocabularies, run_search
+from rag_serving.mcp.threads import thread_messages
 from rag_serving.mcp.tool_errors import redact_paths
 from rag_serving.search.engine import SearchEngine
 from rag_serving.status import SourceStatus, index_status
@@ -148,6 +149,7 @@ class RaglineService:
             symbols = file_symbols(engine.store, self._table(), doc["doc_id"], chunk_id)
             incoming = graph.incoming.get(doc["doc_id"], [])
             commits = touching_commits(engine.store, incoming)
+            thread = thread_messages(engine.store, doc)
         note = graph.notes.get(doc["doc_id"]) or Note(
             doc["doc_id"], doc["source"], doc["path"], doc["title"]
         )
@@ -173,6 +175,7 @@ class RaglineService:
             backlinks=backlinks,
             symbols=symbols,
             commits=commits,
+            thread=thread,
         )
 
     def list_sources(self, access: Access) -> ListSourcesOutput:

@@ -44,8 +44,9 @@ REINDEX = ToolAnnotations(
 )
 
 SEARCH_DESCRIPTION = """Search the user's indexed notes and documents (hybrid BM25 +
-semantic search over Markdown notes, PDFs, office files, web pages, e-books, and git
-repositories: code by function/class, and commits).
+semantic search over Markdown notes, PDFs, office files, web pages, e-books, git
+repositories (code by function/class, and commits), mail (messages and their
+attachments), feed entries and Calibre books).
 
 Returns ranked chunks with what you need to cite them: source, path, `location`
 (e.g. 'paper.pdf#page=6', 'deck.pptx#slide=3'), heading, line range, chunk_id and
@@ -57,9 +58,14 @@ to the source root, `after`/`before` compare the file's modification date
 (YYYY-MM-DD; a commit's date for commits). Code hits carry `symbol` and `language`
 and cite `path#L10-L42`; commit hits (file_type 'commit') carry `author`, and their
 title is the subject. `languages`, `symbols` (a function or class, short or
-qualified name) and `authors` (of commits) narrow further. An unknown source, kind,
-tag, language, symbol or author is an error that lists close matches; call
-`list_sources` to see the sources."""
+qualified name) and `authors` (of commits, books, feed entries) narrow further.
+Message hits (file_type 'email') carry `author` (the sender) and `folder`, and their
+title is the subject; filter them with `senders`, `recipients`, `folders`; a
+message's `neighbors` are its thread and attachments. Feed entries (file_type
+'entry') carry `feed` (filter: `feeds`); books carry `author` (filters: `authors`,
+`series`, `tags`). An unknown source, kind, tag, language, symbol, author, sender,
+folder, series or feed is an error that lists close matches; call `list_sources`
+to see the sources."""
 
 OPEN_DESCRIPTION = """Read an indexed note or document, or part of it, with line numbers.
 
@@ -79,7 +85,9 @@ linked note's doc_id, title and path (or `resolved: null` when no indexed note
 matches). Name the note by `id` or `source` + `path`, as for `open`. For a code
 file (or chunk) of a git source: the other functions and classes of the file
 (`symbols`) and the latest commits that changed it (`commits`); for a commit: the
-files it changed (`links`)."""
+files it changed (`links`). For a mail message: every message of its thread
+(`thread`, oldest first) and its attachments (`links`); for an attachment: its
+message (`links`) and thread."""
 
 LIST_SOURCES_DESCRIPTION = """List the sources you can search (name, kind, number of
 files, documents and chunks, when each was last indexed)."""
@@ -160,7 +168,27 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
         ] = None,
         authors: Annotated[
             list[str] | None,
-            Field(description="Only commits by these authors (name or e-mail)."),
+            Field(
+                description="Only commits, books or feed entries by these authors (name or e-mail)."
+            ),
+        ] = None,
+        senders: Annotated[
+            list[str] | None,
+            Field(description="Only messages from these people (name or e-mail address)."),
+        ] = None,
+        recipients: Annotated[
+            list[str] | None,
+            Field(description="Only messages to (or cc) these people (name or address)."),
+        ] = None,
+        folders: Annotated[
+            list[str] | None,
+            Field(description="Only messages in these mail folders (and folders inside them)."),
+        ] = None,
+        series: Annotated[
+            list[str] | None, Field(description="Only books in these series.")
+        ] = None,
+        feeds: Annotated[
+            list[str] | None, Field(description="Only entries of these feeds (by title).")
         ] = None,
     ) -> SearchOutput:
         request = SearchRequest(
@@ -177,6 +205,11 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
             languages=tuple(languages or ()),
             symbols=tuple(symbols or ()),
             authors=tuple(authors or ()),
+            senders=tuple(senders or ()),
+            recipients=tuple(recipients or ()),
+            folders=tuple(folders or ()),
+            series=tuple(series or ()),
+            feeds=tuple(feeds or ()),
         )
         return await call(service.search, request=request)
 

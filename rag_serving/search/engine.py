@@ -74,7 +74,9 @@ class SearchHit:
     file_type: str | None = None  # pdf, md, docx, python…, commit
     symbol: str | None = None  # a code chunk's function or class ("Client.retry")
     language: str | None = None  # a code chunk's language
-    author: str | None = None  # a commit's author
+    author: str | None = None  # a commit's or book's author, a feed entry's, a message's sender
+    folder: str | None = None  # a message's mail folder
+    feed: str | None = None  # a feed entry's feed
 
     def as_json(self, with_explain: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -96,7 +98,7 @@ class SearchHit:
             "stale": self.stale is not None,
             "stale_reason": self.stale,
         }
-        for name in ("symbol", "language", "author"):
+        for name in ("symbol", "language", "author", "folder", "feed"):
             if getattr(self, name):
                 data[name] = getattr(self, name)
         if with_explain:
@@ -374,6 +376,8 @@ class SearchEngine:
                     symbol=facet_value(row.get("facets"), "symbol"),
                     language=facet_value(row.get("facets"), "language"),
                     author=facet_value(row.get("facets"), "author_name"),
+                    folder=facet_value(row.get("facets"), "folder"),
+                    feed=facet_value(row.get("facets"), "feed_name"),
                 )
             )
         return hits

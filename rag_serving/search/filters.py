@@ -61,8 +61,11 @@ class SearchFilters:
     ``path_prefix`` is relative to the source's root. Dates compare with the
     file's modification time (a commit's date for a commit). Several ``types``
     (file types: ``pdf``, ``md``…), ``languages`` (of code), ``symbols`` (a code
-    chunk's function or class, qualified ``Client.retry`` or short ``retry``) or
-    ``authors`` (of a commit: name or e-mail) match any of them.
+    chunk's function or class, qualified ``Client.retry`` or short ``retry``),
+    ``authors`` (of a commit, a book or a feed entry: name or e-mail), ``senders`` and
+    ``recipients`` (of a message: name or address; To and Cc), ``folders`` (a mail
+    folder, and the folders inside it), ``series`` (of a book) or ``feeds`` (by title)
+    match any of them.
     """
 
     sources: tuple[str, ...] = ()
@@ -75,6 +78,11 @@ class SearchFilters:
     languages: tuple[str, ...] = ()
     symbols: tuple[str, ...] = ()
     authors: tuple[str, ...] = ()
+    senders: tuple[str, ...] = ()
+    recipients: tuple[str, ...] = ()
+    folders: tuple[str, ...] = ()
+    series: tuple[str, ...] = ()
+    feeds: tuple[str, ...] = ()
 
     def is_empty(self) -> bool:
         return self == SearchFilters()
@@ -99,7 +107,12 @@ class SearchFilters:
                 )
             ),
             symbols=tuple(dict.fromkeys(v.strip() for v in self.symbols)),
-            authors=tuple(dict.fromkeys(" ".join(v.split()).lower() for v in self.authors)),
+            authors=_folded(self.authors),
+            senders=_folded(self.senders),
+            recipients=_folded(self.recipients),
+            folders=tuple(dict.fromkeys(v.strip().strip("/") for v in self.folders)),
+            series=_folded(self.series),
+            feeds=_folded(self.feeds),
         )
 
     def facet_groups(self) -> list[tuple[str, ...]]:
@@ -111,9 +124,17 @@ class SearchFilters:
                 ("language", self.languages),
                 ("symbol", self.symbols),
                 ("author", self.authors),
+                ("from", self.senders),
+                ("to", self.recipients),
+                ("series", self.series),
+                ("feed", self.feeds),
             )
             if values
         ]
+        if self.folders:  # a folder, or any folder inside it
+            groups.append(
+                tuple(f"{name}:{f}" for f in self.folders for name in ("folder", "folder_in"))
+            )
         return groups
 
     def to_sql(self) -> str | None:
@@ -133,6 +154,7 @@ class SearchFilters:
         for group in self.facet_groups():
             either = " OR ".join(f"array_has(facets, {sql_string(v)})" for v in group)
             clauses.append(f"({either})")
+
         return " AND ".join(clauses) if clauses else None
 
 
@@ -146,6 +168,11 @@ class IndexVocabulary:
     types: frozenset[str] = field(default_factory=frozenset)
     languages: frozenset[str] = field(default_factory=frozenset)
     authors: frozenset[str] = field(default_factory=frozenset)
+    senders: frozenset[str] = field(default_factory=frozenset)
+    recipients: frozenset[str] = field(default_factory=frozenset)
+    folders: frozenset[str] = field(default_factory=frozenset)
+    series: frozenset[str] = field(default_factory=frozenset)
+    feeds: frozenset[str] = field(default_factory=frozenset)
 
     @classmethod
     def of_documents(
@@ -154,13 +181,17 @@ class IndexVocabulary:
         """The vocabulary of ``documents`` rows (source, kind, tags, file_type, facets)
         plus the configured (name, kind) pairs of sources."""
         tags: set[str] = set()
-        facets: dict[str, set[str]] = {"language": set(), "author": set()}
+        facets: dict[str, set[str]] = {
+            name: set() for name in ("language", "author", "from", "to", "folder", "series", "feed")
+        }
         for row in rows:
             tags.update(expand_tags(row["tags"] or []))
             for facet in row.get("facets") or ():
                 name, _, value = facet.partition(":")
                 if name in facets:
                     facets[name].add(value)
+                elif name == "folder_in":
+                    facets["folder"].add(value)
         pairs = list(configured)
         return cls(
             sources=frozenset(r["source"] for r in rows) | {name for name, _ in pairs},
@@ -169,6 +200,11 @@ class IndexVocabulary:
             types=frozenset(r["file_type"] for r in rows if r["file_type"]),
             languages=frozenset(facets["language"]),
             authors=frozenset(facets["author"]),
+            senders=frozenset(facets["from"]),
+            recipients=frozenset(facets["to"]),
+            folders=frozenset(facets["folder"]),
+            series=frozenset(facets["series"]),
+            feeds=frozenset(facets["feed"]),
         )
 
 
@@ -178,7 +214,9 @@ def validate_filters(filters: SearchFilters, vocabulary: IndexVocabulary) -> Sea
         ("source", filters.sources), ("kind", filters.kinds), ("tag", filters.tags),
         ("type", filters.types), ("path filter", (filters.path_prefix or "",)),
         ("language", filters.languages), ("symbol", filters.symbols),
-        ("author", filters.authors),
+        ("author", filters.authors), ("sender", filters.senders),
+        ("recipient", filters.recipients), ("folder", filters.folders),
+        ("series", filters.series), ("feed", filters.feeds),
     ):  # fmt: skip
         for value in values:
             check_text(value, name)
@@ -203,15 +241,36 @@ def validate_filters(filters: SearchFilters, vocabulary: IndexVocabulary) -> Sea
     for author in filters.authors:
         if author not in vocabulary.authors:
             raise FilterError(
-                f"no indexed commit has author {author!r}"
+                f"no indexed commit, book or feed entry has author {author!r}"
                 f"{did_you_mean(author, vocabulary.authors)} (give a name or an e-mail address)"
             )
+    for values, indexed, what in (
+        (filters.senders, vocabulary.senders, "no indexed message is from"),
+        (filters.recipients, vocabulary.recipients, "no indexed message is to"),
+    ):
+        for value in values:
+            if value not in indexed:
+                raise FilterError(
+                    f"{what} {value!r}{did_you_mean(value, indexed)} "
+                    "(give a name or an e-mail address)"
+                )
+    for folder in filters.folders:
+        _require_indexed(folder, vocabulary.folders, "no indexed mail folder is", "folders")
+    for name in filters.series:
+        _require_indexed(name, vocabulary.series, "no indexed book is in series", "series")
+    for feed in filters.feeds:
+        _require_indexed(feed, vocabulary.feeds, "no indexed feed is titled", "feeds")
     if filters.after and filters.before and filters.after >= filters.before:
         raise FilterError(
             f"--after {filters.after.isoformat()} is not before --before "
             f"{filters.before.isoformat()}: no document can match"
         )
     return filters
+
+
+def _folded(values: tuple[str, ...]) -> tuple[str, ...]:
+    """Lowercased, spaces collapsed, duplicates dropped: how names are stored in facets."""
+    return tuple(dict.fromkeys(" ".join(v.split()).lower() for v in values))
 
 
 def _require_indexed(value: str, indexed: frozenset[str], what: str, plural: str) -> None:
