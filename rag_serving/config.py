@@ -930,6 +930,14 @@ formats = ["epub", "pdf", "docx", "htmlz", "html", "txt", "md", "rtf"]   # first
 """,
 }
 
+_FEEDS_OPML_BLOCK = """
+[[sources]]
+name = "{name}"
+kind = "feeds"
+opml = "{path}"           # a feed reader's subscriptions; add more with urls = ["https://..."]
+poll_minutes = 60
+"""
+
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 MAIL_SUFFIXES = (".mbox", ".eml", ".emlx", ".mbx")
 _DETECT_SAMPLE = 2000
@@ -970,13 +978,53 @@ def detect_kind(folder: Path) -> tuple[str, str]:
     )
 
 
-def source_block(name: str, kind: str, source_path: Path) -> str:
+def new_source_target(target: str, kind: str | None) -> tuple[str, str, str]:
+    """What ``ragline init`` / ``sources add`` were given: (kind, why, the path or URL).
+
+    A folder is detected by ``detect_kind``; an http(s) URL or a feed file (``.rss``,
+    ``.atom``, ``.xml``) is a feed, an ``.opml`` file a feed list, a file starting with
+    ``From `` (or ``.mbox``) an mbox. Raises ``ConfigError`` naming what to give."""
+    if re.match(r"^https?://", target, re.IGNORECASE):
+        check_feed_url(target)
+        return kind or "feeds", "given with --kind" if kind else "an http(s) URL: a feed", target
+    path = Path(target).expanduser().resolve()
+    if path.is_dir():
+        chosen, why = (kind, "given with --kind") if kind else detect_kind(path)
+        return chosen, why, str(path)
+    if not path.is_file():
+        raise ConfigError(
+            f"{path}: not a folder, a file or an http(s) URL; give the folder of your notes, "
+            "documents or mail, an mbox or OPML file, or a feed's URL"
+        )
+    suffix = path.suffix.lower()
+    if kind:
+        return kind, "given with --kind", str(path)
+    if suffix == ".opml":
+        return "feeds", "an OPML file: a feed reader's subscriptions", str(path)
+    if suffix in (".rss", ".atom", ".xml", ".rdf"):
+        return "feeds", "a feed file", str(path)
+    with path.open("rb") as handle:
+        head = handle.read(5)
+    if head == b"From " or suffix in (".mbox", ".mbx"):
+        return "mail", "an mbox file", str(path)
+    raise ConfigError(
+        f"{path}: a file, not a folder; give the folder that holds it (or an mbox, OPML or "
+        "feed file, or name the kind with --kind)"
+    )
+
+
+def source_block(name: str, kind: str, source_path: Path | str) -> str:
     """The ``[[sources]]`` block of a new source, in the config file's TOML."""
-    path = source_path.as_posix().replace("\\", "\\\\").replace('"', '\\"')
+    text = source_path.as_posix() if isinstance(source_path, Path) else source_path
+    path = text.replace("\\", "\\\\").replace('"', '\\"')
+    if kind == "feeds" and text.lower().endswith(".opml"):
+        return _FEEDS_OPML_BLOCK.format(name=name, path=path)
     return _SOURCE_BLOCKS[kind].format(name=name, path=path)
 
 
-def starter_config(source_path: Path, data_dir: Path, name: str, kind: str = "markdown") -> str:
+def starter_config(
+    source_path: Path | str, data_dir: Path, name: str, kind: str = "markdown"
+) -> str:
     """Text of a starter config with one source of ``kind`` for ``source_path``."""
     return STARTER_CONFIG.format(data_dir=data_dir.as_posix()) + source_block(
         name, kind, source_path

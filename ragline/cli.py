@@ -96,7 +96,7 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
 
 
 @cli.command()
-@click.argument("path", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("path")
 @click.option("--name", help="Source name (default: derived from the folder name).")
 @click.option(
     "--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
@@ -111,26 +111,24 @@ def cli(ctx: click.Context, config_path: str | None) -> None:
 )
 @handle_errors
 def init(
-    path: Path,
+    path: str,
     name: str | None,
     output: Path | None,
     data_dir: Path | None,
     force: bool,
     kind: str | None,
 ) -> None:
-    """Write a starter config with one source for PATH (its kind detected)."""
-    from rag_serving.config import parse_config_file, slugify, starter_config
+    """Write a starter config with one source for PATH (its kind detected): a folder,
+    an mbox or OPML file, or a feed's URL."""
+    from rag_serving.config import new_source_target, parse_config_file, starter_config
     from rag_serving.errors import ConfigError
 
-    source = path.expanduser().resolve()
-    if not source.is_dir():
-        raise ConfigError(f"{source}: not a folder; give the folder of your notes or documents")
+    kind, reason, source = new_source_target(path, kind)
     target = (output or Path("ragline.toml")).expanduser().resolve()
     if target.exists() and not force:
         raise ConfigError(f"{target} already exists; use --force to overwrite it")
-    kind, reason = _choose_kind(source, kind)
     data = (data_dir or target.parent / ".ragline").expanduser().resolve()
-    text = starter_config(source, data, name or slugify(source.name), kind)
+    text = starter_config(source, data, name or source_name(source), kind)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
     parse_config_file(target)  # what we write must load
@@ -138,11 +136,16 @@ def init(
     click.echo(f"Wrote {target}\nNext: ragline --config {target} index")
 
 
-def _choose_kind(folder: Path, kind: str | None) -> tuple[str, str]:
-    """The kind for a new source and why (given with --kind, else detected)."""
-    from rag_serving.config import detect_kind
+def source_name(target: str) -> str:
+    """A source name for a folder, a file (without its suffix) or a URL (its host)."""
+    from urllib.parse import urlsplit
 
-    return (kind, "given with --kind") if kind else detect_kind(folder)
+    from rag_serving.config import slugify
+
+    if "://" in target:
+        return slugify(urlsplit(target).hostname or "feeds")
+    path = Path(target)
+    return slugify(path.stem if path.is_file() else path.name)
 
 
 @cli.command()

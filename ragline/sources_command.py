@@ -18,7 +18,7 @@ def list_sources(config: RaglineConfig, as_json: bool) -> None:
 
     indexed = indexed_sources(IndexStore(config.data_dir))
     rows = [
-        {"name": s.name, "kind": s.kind, "path": str(s.path), "configured": True,
+        {"name": s.name, "kind": s.kind, "path": str(s.path or ""), "configured": True,
          "indexed": s.name in indexed}
         for s in config.sources
     ]  # fmt: skip
@@ -68,29 +68,28 @@ def prune(config: RaglineConfig, yes: bool) -> int:
 
 
 def add_source(
-    config: RaglineConfig, folder: Path, name: str | None, kind: str | None
+    config: RaglineConfig, target: str, name: str | None, kind: str | None
 ) -> tuple[str, str, str]:
-    """Append a source for ``folder`` to the config file; (name, kind, why that kind).
+    """Append a source for ``target`` (a folder, an mbox or OPML file, a feed URL) to
+    the config file; (name, kind, why that kind).
 
     The block is appended as text, so the file's comments and layout are kept; the
     result is validated and the file restored if it does not load.
     """
-    from rag_serving.config import detect_kind, parse_config_file, slugify, source_block
+    from rag_serving.config import new_source_target, parse_config_file, source_block
     from rag_serving.errors import ConfigError
+    from ragline.cli import source_name
 
     path = config.config_path
     if path is None:
         raise ConfigError("internal error: the config was not loaded from a file")
-    source = folder.expanduser().resolve()
-    if not source.is_dir():
-        raise ConfigError(f"{source}: not a folder; give the folder of your notes or documents")
-    name = name or slugify(source.name)
+    kind, reason, source = new_source_target(target, kind)
+    name = name or source_name(source)
     if any(s.name == name for s in config.sources):
         raise ConfigError(f"{path}: a source named {name!r} exists; choose another with --name")
     for existing in config.sources:
-        if Path(existing.path).resolve() == source:
+        if existing.path is not None and str(Path(existing.path).resolve()) == source:
             raise ConfigError(f"{source} is already the source {existing.name!r}")
-    kind, reason = (kind, "given with --kind") if kind else detect_kind(source)
     original = path.read_text(encoding="utf-8")
     separator = "" if original.endswith("\n") else "\n"
     path.write_text(original + separator + source_block(name, kind, source), encoding="utf-8")
@@ -118,16 +117,18 @@ def register(cli: click.Group, handle_errors, pass_context) -> None:
         list_sources(ctx.config, as_json)
 
     @sources.command("add")
-    @click.argument("path", type=click.Path(file_okay=False, path_type=Path))
+    @click.argument("path")
     @click.option("--name", help="Source name (default: derived from the folder name).")
     @click.option(
         "--kind", type=click.Choice(SOURCE_KINDS), help="Source kind (default: detected)."
     )
     @pass_context
     @handle_errors
-    def add_command(ctx, path: Path, name: str | None, kind: str | None) -> None:
-        """Add a source for PATH to the config file (its kind detected: `.obsidian/` or
-        mostly Markdown → markdown, anything else → documents)."""
+    def add_command(ctx, path: str, name: str | None, kind: str | None) -> None:
+        """Add a source for PATH to the config file, its kind detected: `.git` → git,
+        `metadata.db` → calibre, a Maildir, mbox or .eml files → mail, `.obsidian/`
+        or mostly Markdown → markdown, other folders → documents; a feed URL, feed
+        file or OPML file → feeds."""
         added, chosen, reason = add_source(ctx.config, path, name, kind)
         console.print(f"Added source {added!r}: kind {chosen} ({reason})")
         console.print(f"Next: ragline index {added}")
