@@ -1,0 +1,249 @@
+"""Parsing a fetched feed into entries: feedparser for RSS 0.9x/1.0/2.0 and Atom,
+a short parser of our own for JSON Feed 1.0/1.1 (feedparser reads none).
+
+Entries keep their raw content (HTML or text) and its type: the kind cleans HTML to
+text when it builds the document, with the same extractor as HTML pages.
+"""
+
+from __future__ import annotations
+
+import calendar
+import html
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import feedparser
+from feedparser.datetimes import _parse_date
+
+_TAG = re.compile(r"<[^>]+>")
+
+
+@dataclass
+class Entry:
+    """One entry as the feed gives it (dates as aware-UTC ISO strings)."""
+
+    guid: str | None = None
+    link: str | None = None
+    title: str | None = None
+    author: str | None = None
+    author_email: str | None = None
+    published: str | None = None
+    updated: str | None = None
+    content: str | None = None
+    content_type: str = "html"  # "html" or "text"
+    summary: str | None = None
+    summary_type: str = "html"
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Feed:
+    """A parsed feed: its title and link, its entries in feed order, and what is wrong
+    with it (``problem``: nothing could be read; ``warning``: read all the same)."""
+
+    title: str | None = None
+    link: str | None = None
+    format: str = ""
+    entries: list[Entry] = field(default_factory=list)
+    problem: str | None = None
+    warning: str | None = None
+
+
+def parse_feed(content: bytes, headers: dict[str, str] | None, url: str) -> Feed:
+    """``content`` of the feed at ``url`` parsed; never raises for bad content."""
+    headers = headers or {}
+    if _looks_like_json(content, headers.get("content-type", "")):
+        return parse_json_feed(content, url)
+    try:
+        parsed = feedparser.parse(content, response_headers=headers)
+    except Exception as exc:  # a parser crash is the feed's problem
+        return Feed(problem=f"{url}: the feed cannot be parsed ({_one_line(exc)})")
+    return _from_feedparser(parsed, url)
+
+
+def _looks_like_json(content: bytes, content_type: str) -> bool:
+    if "json" in content_type.lower():
+        return True
+    return content.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"[")
+
+
+def _from_feedparser(parsed: Any, url: str) -> Feed:
+    info = parsed.get("feed", {})
+    feed = Feed(
+        title=_plain(info.get("title")),
+        link=info.get("link") or None,
+        format=parsed.get("version") or "",
+    )
+    feed_author = _author(info)
+    for raw in parsed.get("entries", []):
+        entry = _entry(raw)
+        if entry.author is None and entry.author_email is None:
+            entry.author, entry.author_email = feed_author
+        feed.entries.append(entry)
+    error = parsed.get("bozo_exception") if parsed.get("bozo") else None
+    if not feed.entries:
+        if error is not None:
+            feed.problem = (
+                f"{url}: malformed feed ({_one_line(error)}), no entries could be read; "
+                "tell the site's owner, or remove the feed"
+            )
+        elif not feed.format:
+            feed.problem = (
+                f"{url}: not an RSS, Atom or JSON feed (nothing of one was found); check the "
+                "URL: it may be a web page that links to its feed"
+            )
+    elif error is not None:
+        feed.warning = (
+            f"{url}: malformed feed ({_one_line(error)}); its {len(feed.entries)} "
+            "entries were read all the same"
+        )
+    return feed
+
+
+def _entry(raw: Any) -> Entry:
+    entry = Entry(
+        guid=_text(dict.get(raw, "id")),
+        link=_text(dict.get(raw, "link")),
+        title=_plain(dict.get(raw, "title")),
+        published=_struct_iso(dict.get(raw, "published_parsed")),
+        # dict.get: feedparser maps a missing `updated` to `published` (with a warning)
+        updated=_struct_iso(dict.get(raw, "updated_parsed")),
+    )
+    entry.author, entry.author_email = _author(raw)
+    contents = dict.get(raw, "content") or []
+    if contents:
+        best = max(contents, key=lambda c: len(c.get("value") or ""))
+        entry.content = best.get("value") or None
+        entry.content_type = _kind(best.get("type"))
+    summary = dict.get(raw, "summary")
+    if summary and summary != entry.content:
+        entry.summary = summary
+        entry.summary_type = _kind((dict.get(raw, "summary_detail") or {}).get("type"))
+    return entry
+
+
+def _author(raw: Any) -> tuple[str | None, str | None]:
+    detail = dict.get(raw, "author_detail") or {}
+    name = _plain(detail.get("name") or dict.get(raw, "author"))
+    email = _text(detail.get("email"))
+    if name and email and name.strip("<>()") == email:
+        name = None
+    return name, (email.lower() if email else None)
+
+
+def _kind(mime: str | None) -> str:
+    return "text" if (mime or "").lower() == "text/plain" else "html"
+
+
+# ---- JSON Feed ---------------------------------------------------------------
+
+
+def parse_json_feed(content: bytes, url: str) -> Feed:
+    """A JSON Feed (https://jsonfeed.org/version/1.1, and 1.0's ``author``)."""
+    try:
+        data = json.loads(content.decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return Feed(
+            problem=f"{url}: not valid JSON ({_one_line(exc)}); tell the site's owner, or "
+            "remove the feed"
+        )
+    items = data.get("items") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        return Feed(
+            problem=f"{url}: JSON without a JSON Feed 'items' list; check the URL is the feed's"
+        )
+    version = str(data.get("version") or "")
+    feed = Feed(
+        title=_plain(data.get("title")),
+        link=_text(data.get("home_page_url")),
+        format="json" + ("11" if version.endswith("1.1") else "10"),
+    )
+    feed_author = _json_author(data)
+    skipped = 0
+    for item in items:
+        if not isinstance(item, dict):
+            skipped += 1
+            continue
+        entry = Entry(
+            guid=_text(item.get("id")),
+            link=_text(item.get("url")) or _text(item.get("external_url")),
+            title=_plain(item.get("title")),
+            published=_iso_date(item.get("date_published")),
+            updated=_iso_date(item.get("date_modified")),
+            summary=_text(item.get("summary")),
+            summary_type="text",
+        )
+        if item.get("content_html"):
+            entry.content, entry.content_type = str(item["content_html"]), "html"
+        elif item.get("content_text"):
+            entry.content, entry.content_type = str(item["content_text"]), "text"
+        entry.author, entry.author_email = _json_author(item)
+        if entry.author is None:
+            entry.author, entry.author_email = feed_author
+        feed.entries.append(entry)
+    if skipped:
+        feed.warning = (
+            f"{url}: {skipped} item(s) of the JSON Feed are not objects and were left out"
+        )
+    return feed
+
+
+def _json_author(data: dict[str, Any]) -> tuple[str | None, str | None]:
+    authors = data.get("authors")
+    author = authors[0] if isinstance(authors, list) and authors else data.get("author")
+    if not isinstance(author, dict):
+        return None, None
+    return _plain(author.get("name")), None
+
+
+def _iso_date(value: Any) -> str | None:
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        parsed = _parse_date(value)  # RFC 822 and other forms seen in the wild
+        return _struct_iso(parsed)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat()
+
+
+# ---- helpers -----------------------------------------------------------------
+
+
+def _struct_iso(value: Any) -> str | None:
+    """feedparser's UTC ``struct_time`` as an aware ISO string."""
+    if not value:
+        return None
+    try:
+        return datetime.fromtimestamp(calendar.timegm(value), UTC).isoformat()
+    except (OverflowError, ValueError, TypeError, OSError):
+        return None
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def _plain(value: Any) -> str | None:
+    """A title as one line of text (some feeds put tags in titles)."""
+    text = _text(value)
+    if text is None:
+        return None
+    if "<" in text:
+        text = html.unescape(_TAG.sub(" ", text))
+    return " ".join(text.split()) or None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:200] or type(exc).__name__
