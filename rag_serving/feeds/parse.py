@@ -19,6 +19,8 @@ import feedparser
 from feedparser.datetimes import _parse_date
 
 _TAG = re.compile(r"<[^>]+>")
+_WEB = re.compile(r"^https?://", re.IGNORECASE)
+_DAY_NAME = re.compile(r"^\s*[^\W\d_]{2,12}\.?,\s*")
 
 
 @dataclass
@@ -81,7 +83,7 @@ def _from_feedparser(parsed: Any, url: str) -> Feed:
     )
     feed_author = _author(info)
     for raw in parsed.get("entries", []):
-        entry = _entry(raw)
+        entry = _entry(raw, feed.format.startswith("atom"))
         if entry.author is None and entry.author_email is None:
             entry.author, entry.author_email = feed_author
         feed.entries.append(entry)
@@ -105,15 +107,17 @@ def _from_feedparser(parsed: Any, url: str) -> Feed:
     return feed
 
 
-def _entry(raw: Any) -> Entry:
+def _entry(raw: Any, atom: bool) -> Entry:
     entry = Entry(
         guid=_text(dict.get(raw, "id")),
-        link=_text(dict.get(raw, "link")),
+        link=_link(raw, atom),
         title=_plain(dict.get(raw, "title")),
-        published=_struct_iso(dict.get(raw, "published_parsed")),
+        published=_date_of(raw, "published"),
         # dict.get: feedparser maps a missing `updated` to `published` (with a warning)
-        updated=_struct_iso(dict.get(raw, "updated_parsed")),
+        updated=_date_of(raw, "updated"),
     )
+    if not atom and entry.published is None:
+        entry.published = entry.updated  # RSS 1.0's dc:date is the item's date
     entry.author, entry.author_email = _author(raw)
     contents = dict.get(raw, "content") or []
     if contents:
@@ -125,6 +129,27 @@ def _entry(raw: Any) -> Entry:
         entry.summary = summary
         entry.summary_type = _kind((dict.get(raw, "summary_detail") or {}).get("type"))
     return entry
+
+
+def _link(raw: Any, atom: bool) -> str | None:
+    """The entry's link. feedparser copies a guid into ``link`` when there is none;
+    an RSS guid is a permalink by default and is kept, an Atom id (``urn:``, ``tag:``)
+    or any id that is not a web address is not a link."""
+    link = _text(dict.get(raw, "link"))
+    if not link or link != _text(dict.get(raw, "id")):
+        return link
+    if any(item.get("href") == link for item in dict.get(raw, "links") or []):
+        return link  # also given as a link of its own
+    return None if atom or not _WEB.match(link) else link
+
+
+def _date_of(raw: Any, name: str) -> str | None:
+    parsed = _struct_iso(dict.get(raw, f"{name}_parsed"))
+    text = _text(dict.get(raw, name))
+    if parsed is None and text and _DAY_NAME.match(text):
+        # "mer, 16 nov 2022 …": a day name feedparser does not know; the date is enough
+        parsed = _struct_iso(_parse_date(_DAY_NAME.sub("", text)))
+    return parsed
 
 
 def _author(raw: Any) -> tuple[str | None, str | None]:

@@ -1,0 +1,128 @@
+"""A real HTTP server on 127.0.0.1 for feed tests and the feeds benchmark: serves
+registered documents with ETag and Last-Modified, answers conditional requests with
+304, can be slowed down per path, and records every request it gets."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Served:
+    body: bytes
+    content_type: str = "application/rss+xml"
+    modified: float = field(default_factory=time.time)
+    delay_s: float = 0.0
+    status: int = 200
+    validators: bool = True  # send ETag / Last-Modified (and honour them)
+
+    @property
+    def etag(self) -> str:
+        return '"' + hashlib.sha256(self.body).hexdigest()[:16] + '"'
+
+    @property
+    def last_modified(self) -> str:
+        return formatdate(self.modified, usegmt=True)
+
+
+@dataclass(frozen=True)
+class Request:
+    path: str
+    headers: dict[str, str]
+    status: int
+
+
+class FeedServer:
+    """``with FeedServer() as server: server.put("/a.xml", data); server.url("/a.xml")``"""
+
+    def __init__(self) -> None:
+        self.documents: dict[str, Served] = {}
+        self.redirects: dict[str, str] = {}
+        self.requests: list[Request] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:  # quiet
+                pass
+
+            def do_GET(self) -> None:
+                status, body, headers = server._answer(self)
+                with server._lock:  # recorded before the answer leaves
+                    server.requests.append(Request(self.path, dict(self.headers.items()), status))
+                _send(self, status, body, headers)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> FeedServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    @property
+    def base(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def url(self, path: str) -> str:
+        return self.base + path
+
+    def put(self, path: str, body: bytes, content_type: str = "application/rss+xml", **kw) -> None:
+        self.documents[path] = Served(body, content_type, **kw)
+
+    def requests_for(self, path: str) -> list[Request]:
+        with self._lock:
+            return [r for r in self.requests if r.path == path]
+
+    def _answer(self, handler: BaseHTTPRequestHandler) -> tuple[int, bytes, dict[str, str]]:
+        if handler.path in self.redirects:
+            return 301, b"", {"Location": self.redirects[handler.path]}
+        doc = self.documents.get(handler.path)
+        if doc is None:
+            return 404, b"not found", {"Content-Type": "text/plain"}
+        if doc.delay_s:
+            time.sleep(doc.delay_s)
+        if doc.status != 200:
+            return doc.status, b"error", {"Content-Type": "text/plain"}
+        headers = {"Content-Type": doc.content_type}
+        if doc.validators:
+            headers.update(ETag=doc.etag, **{"Last-Modified": doc.last_modified})
+            if handler.headers.get("If-None-Match") == doc.etag or (
+                "If-None-Match" not in handler.headers
+                and handler.headers.get("If-Modified-Since") == doc.last_modified
+            ):
+                return 304, b"", headers
+        return 200, doc.body, headers
+
+
+def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes, headers: dict) -> None:
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up
+        handler.send_response(status)
+        for name, value in headers.items():
+            handler.send_header(name, value)
+        if status != 304:
+            handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        if status != 304 and body:
+            handler.wfile.write(body)
+
+
+def unused_port() -> int:
+    """A port nobody listens on: bound, then closed."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
