@@ -365,3 +365,20 @@ def test_a_feed_is_due_once_per_poll_period_and_the_signal_follows() -> None:
     other = FeedsSourceConfig(name="n", kind="feeds", urls=[spec.url, "https://b/rss"])
     assert archive.schedule_signal(other, at) != signal
     assert re.fullmatch(r"[0-9a-f]{20}", signal)
+
+
+def test_rss_author_lines_keep_long_top_level_domains() -> None:
+    """Regression: feedparser splits "desk@live.example (Dana Desk)" into name
+    "ple (Dana Desk" and e-mail "desk@live.exam"; the author line is split here."""
+    items = "".join(
+        f"<item><guid>{n}</guid><title>t{n}</title><author>{line}</author></item>"
+        for n, line in enumerate(
+            ["desk@live.example (Dana Desk)", "Dana Desk &lt;desk@news.technology&gt;", "Dana"]
+        )
+    )
+    feed = parse_feed(f"<rss version='2.0'><channel>{items}</channel></rss>".encode(), {}, "u")
+    assert [(e.author, e.author_email) for e in feed.entries] == [
+        ("Dana Desk", "desk@live.example"),
+        ("Dana Desk", "desk@news.technology"),
+        ("Dana", None),
+    ]

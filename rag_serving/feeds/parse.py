@@ -20,6 +20,9 @@ from feedparser.datetimes import _parse_date
 
 _TAG = re.compile(r"<[^>]+>")
 _WEB = re.compile(r"^https?://", re.IGNORECASE)
+_MAIL = re.compile(r"[^@\s<>()]+@[^@\s<>()]+")
+_MAIL_NAME = re.compile(r"^(?P<mail>[^@\s<>()]+@[^@\s<>()]+)\s*\((?P<name>[^)]*)\)$")
+_NAME_MAIL = re.compile(r"^(?P<name>[^<]*?)\s*<(?P<mail>[^@\s<>()]+@[^@\s<>()]+)>$")
 _DAY_NAME = re.compile(r"^\s*[^\W\d_]{2,12}\.?,\s*")
 
 
@@ -153,11 +156,21 @@ def _date_of(raw: Any, name: str) -> str | None:
 
 
 def _author(raw: Any) -> tuple[str | None, str | None]:
+    """(name, e-mail) of an entry's or a feed's author. feedparser's split of an RSS
+    author line cuts addresses with long top-level domains ("a@b.example" becomes
+    "a@b.exam"), so the line itself is split here: "mail (Name)", "Name <mail>"."""
+    line = " ".join((_text(dict.get(raw, "author")) or "").split())
     detail = dict.get(raw, "author_detail") or {}
-    name = _plain(detail.get("name") or dict.get(raw, "author"))
+    if line:
+        match = _MAIL_NAME.match(line) or _NAME_MAIL.match(line)
+        if match:
+            return _plain(match["name"]), match["mail"].lower()
+        if _MAIL.fullmatch(line):
+            return None, line.lower()
+        if _plain(detail.get("name")) != _plain(line):
+            return _plain(line), None
+    name = _plain(detail.get("name"))
     email = _text(detail.get("email"))
-    if name and email and name.strip("<>()") == email:
-        name = None
     return name, (email.lower() if email else None)
 
 
