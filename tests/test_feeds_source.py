@@ -79,6 +79,9 @@ def feeds(tmp_path_factory: pytest.TempPathFactory):
             "application/feed+json",
         )
         server.put("/live.xml", live_feed(LIVE_ENTRIES))
+        # malformed on purpose: one still yields its entry, one yields nothing
+        server.put("/scattered.xml", (FIXTURES / "atom" / "atom_scattered.xml").read_bytes())
+        server.put("/invalid.xml", (FIXTURES / "rss2" / "rss_2.0_invalid_1.xml").read_bytes())
         server.put("/slow.xml", live_feed(LIVE_ENTRIES), delay_s=3)
         dead = f"http://127.0.0.1:{unused_port()}/feed.xml"
         source = {
@@ -90,6 +93,8 @@ def feeds(tmp_path_factory: pytest.TempPathFactory):
                 {"url": server.url("/spec.json"), "name": "JSON Feed spec"},
                 server.url("/live.xml"),
                 server.url("/slow.xml"),
+                server.url("/scattered.xml"),
+                server.url("/invalid.xml"),
                 dead,
                 str(local),
             ],
@@ -162,9 +167,15 @@ def test_entries_are_searchable_with_title_feed_author_and_date(feeds, engine) -
 def test_the_polite_user_agent_and_conditional_requests_are_sent(feeds) -> None:
     server = feeds["server"]
     assert {r.headers.get("User-Agent") for r in server.requests} == {UA}
-    second = [r for r in feeds["second"] if r.path != "/slow.xml"]
-    assert {r.path for r in second} == {"/heise.atom", "/portugal.rss", "/spec.json", "/live.xml"}
-    assert all(r.status == 304 and "If-None-Match" in r.headers for r in second)
+    second = {r.path: r for r in feeds["second"] if r.path != "/slow.xml"}
+    assert set(second) == {
+        "/heise.atom", "/portugal.rss", "/spec.json", "/live.xml", "/scattered.xml",
+        "/invalid.xml",
+    }  # fmt: skip
+    # a feed that could not be parsed is fetched whole again: its validators were dropped
+    invalid = second.pop("/invalid.xml")
+    assert invalid.status == 200 and "If-None-Match" not in invalid.headers
+    assert all(r.status == 304 and "If-None-Match" in r.headers for r in second.values())
 
 
 def test_a_second_run_with_304s_indexes_nothing_new(feeds) -> None:
@@ -193,7 +204,17 @@ def test_an_unreachable_and_a_slow_feed_are_problems_while_others_index(feeds) -
     assert "cannot connect" in dead_issue.message
     slow = issues[archive.feed_id(server.url("/slow.xml")) + "/"]
     assert "no answer within 1 s" in slow.message
-    assert len([k for k in issues if k.endswith("/")]) == 2
+    invalid = issues[archive.feed_id(server.url("/invalid.xml")) + "/"]
+    assert invalid.severity == "error" and "malformed feed" in invalid.message
+    assert len([k for k in issues if k.endswith("/")]) == 3
+    # the malformed feed that still yields an entry: indexed, with a warning
+    scattered = archive.feed_id(server.url("/scattered.xml")) + "/"
+    [warned] = [i for k, i in issues.items() if k.startswith(scattered) and k != scattered]
+    assert warned.severity == "warning" and "entries were read all the same" in warned.message
+    assert SearchEngine(config).search("Scattered Thoughts", k=3).hits
+    # `ragline status` lists the archive as the scan did: no entry pending
+    pending = index_status(config).sources[0].pending
+    assert (pending.new, pending.changed) == (0, 0)
 
 
 def test_the_sensor_asks_for_a_run_when_a_poll_period_begins(feeds, monkeypatch) -> None:
