@@ -235,9 +235,8 @@ def _listed_pending(
     scan recorded and search serves."""
     try:
         listed = {
-            item.key: "!" if item.problem else item.fingerprint
+            item.key: "!" if item.problem or item.unavailable else item.fingerprint
             for item in list_source_items(source, state_dir)
-            if not item.unavailable
         }
     except RaglineError as exc:
         return None, str(exc)

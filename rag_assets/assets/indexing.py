@@ -34,6 +34,9 @@ from rag_serving.index.ann import ensure_search_indexes
 FULL_REBUILD_TAG = "ragline/full"
 # "deferred": the pass that does the costly work (OCR) the first pass left queued.
 PASS_TAG = "ragline/pass"
+LAUNCHED_BY_TAG = "ragline/launched_by"  # cli, mcp, sensor, sensor-retry, reconcile; none: the UI
+# Runs a person asked for (a UI run carries no launched_by tag).
+ON_DEMAND_LAUNCHERS = ("cli", "mcp")
 GROUP = "indexing"
 
 
@@ -117,6 +120,10 @@ def raw_files(
     if upgraded:
         context.log.info(f"index upgraded in place: {upgraded}")
     kind = source_kind(source, config.data_dir)
+    # Asked for by a person (CLI, UI, MCP) or a full rebuild: a kind that polls on a
+    # schedule (feeds) checks everything now, not only what is due.
+    launcher = context.run.tags.get(LAUNCHED_BY_TAG)
+    kind.on_demand = is_full_rebuild(context) or launcher is None or launcher in ON_DEMAND_LAUNCHERS
     result = scan_source(store, kind, full=is_full_rebuild(context))
     return materialize_result(result, extra=_source_metadata(source))
 

@@ -28,7 +28,7 @@ from dagster import (
     sensor,
 )
 
-from rag_assets.assets.indexing import PASS_TAG
+from rag_assets.assets.indexing import LAUNCHED_BY_TAG, PASS_TAG
 from rag_assets.jobs import index_source_job
 from rag_assets.partitions import SOURCES_PARTITIONS_NAME
 from rag_assets.recovery import reap_dead_runs
@@ -39,7 +39,6 @@ from rag_serving.config import RaglineConfig
 from rag_serving.errors import RaglineError
 from rag_serving.index.layout import IndexLayout
 
-LAUNCHED_BY_TAG = "ragline/launched_by"
 PARTITION_TAG = "dagster/partition"
 RETRY_BASE_S = 60
 RETRY_MAX_S = 3600

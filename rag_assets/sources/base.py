@@ -76,6 +76,10 @@ class SourceKind(ABC):
     name: ClassVar[str]
     config_type: ClassVar[type[FileSourceConfig]]
 
+    # The run was asked for by a person or is a full rebuild (not a sensor's): a kind
+    # that polls on a schedule (feeds) checks every item now, not only the due ones.
+    on_demand: bool = False
+
     def __init__(self, config: FileSourceConfig, state_dir: Path | None = None):
         self.config = config
         self._state_dir = state_dir

@@ -37,9 +37,6 @@ class FeedsKind(SourceKind):
     name = "feeds"
     config_type = FeedsSourceConfig
 
-    # Every run fetches only the feeds that are due; True fetches all of them
-    # (conditional requests keep that cheap for servers that support them).
-    fetch_all: bool = False
     last_refresh: RefreshReport | None = None
 
     @property
@@ -59,7 +56,7 @@ class FeedsKind(SourceKind):
 
     def list_items(self) -> Iterator[ItemStat]:
         config: FeedsSourceConfig = self.config  # type: ignore[assignment]
-        self.last_refresh = refresh_feeds(config, self.state_dir, force=self.fetch_all)
+        self.last_refresh = refresh_feeds(config, self.state_dir, force=self.on_demand)
         self._states.clear()
         for item in archive.list_archived_entries(config, self.state_dir):
             yield ItemStat(
