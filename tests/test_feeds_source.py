@@ -242,3 +242,23 @@ def test_the_sensor_asks_for_a_run_when_a_poll_period_begins(feeds, monkeypatch)
         due = tick(first.cursor, start + timedelta(minutes=60))  # the next hour: due
         assert [r.partition_key for r in due.run_requests] == ["news"]
     assert len(feeds["server"].requests) == requests  # the sensor fetched nothing
+
+
+def test_a_run_asked_for_by_hand_checks_every_feed_and_a_sensor_run_only_due_ones(
+    feeds,
+) -> None:
+    from rag_assets.sources import source_kind
+
+    config, server = feeds["config"], feeds["server"]
+    source = config.source("news")
+    before = len(server.requests)
+    scheduled = source_kind(source, config.data_dir)  # as a sensor's run: nothing is due yet
+    listed = list(scheduled.list_items())
+    assert len(server.requests) == before
+    assert any(item.key.endswith("/") for item in listed)  # the dead feed's problem is kept
+    by_hand = source_kind(source, config.data_dir)
+    by_hand.on_demand = True  # `ragline index`, MCP reindex, the UI, --full
+    assert [i.key for i in by_hand.list_items()] == [i.key for i in listed]
+    asked = {r.path: r for r in server.requests[before:]}
+    assert {"/heise.atom", "/portugal.rss", "/spec.json", "/live.xml"} <= set(asked)
+    assert asked["/heise.atom"].status == 304 and "If-None-Match" in asked["/heise.atom"].headers
