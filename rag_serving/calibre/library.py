@@ -203,11 +203,11 @@ def _book_item(config: CalibreSourceConfig, root: Path, book: Book) -> ListedIte
     if fmt is None:
         have = ", ".join(f.upper() for f, _ in book.formats)
         key = book.file_key(book.formats[0][0])
+        readable = ", ".join(f for f, t in READABLE_FORMATS.items() if f == t)
         problem = (
-            f"{_name(book)}: none of its formats ({have}) is one this source reads "
-            f"(`formats`: {', '.join(config.formats)}; ragline reads "
-            f"{', '.join(sorted(set(READABLE_FORMATS)))}); convert it to EPUB in Calibre "
-            "(Convert books) or add a readable format to `formats`"
+            f"{_name(book)}: none of its formats ({have}) is read by this source "
+            f"(`formats`: {', '.join(config.formats)}); convert it to EPUB in Calibre "
+            f"(Convert books), or list in `formats` one it has that ragline reads ({readable})"
         )
         return ListedItem(key, f"skipped:{have}", problem=problem)
     key = book.file_key(fmt)
