@@ -265,6 +265,10 @@ def test_a_metadata_edit_re_indexes_that_book_and_a_removed_book_disappears(
     before = documents(config)
     edited = index(config)
     assert edited["raw_files"]["changed"] == 1 and edited["raw_files"]["new"] == 0
+    assert edited["parsed_documents"]["changed"] == 1, edited["parsed_documents"]
+    # Only the metadata section's chunk (its Tags line) is embedded again: the
+    # chapters' chunks keep their vectors.
+    assert edited["embeddings"]["embedded"] == 1, edited["embeddings"]
     after = documents(config)
     trees_key = key_of(lib, trees, "epub")
     waste_key = key_of(lib, waste, "epub")
@@ -336,10 +340,15 @@ def test_the_fallback_builder_makes_a_library_the_kind_reads(tmp_path: Path) -> 
     link.unlink()
     link.symlink_to(secret)
     lib.add(ONLY_MOBI)  # no format at all
+    moved = lib.add(TREES)  # its folder becomes a link to a folder outside the library
+    folder = lib.book_folder(moved)
+    shutil.move(folder, tmp_path / "elsewhere")
+    folder.symlink_to(tmp_path / "elsewhere")
 
     config = config_for(lib.root)
     items = {i.key: i for i in list_books(config)}
-    assert len(items) == 4
+    assert len(items) == 5
+    assert "leads outside the library" in (items[key_of(lib, moved, "epub")].problem or "")
     good = items[key_of(lib, waste, "epub")]
     assert good.problem is None and good.size == (EPUB / "wasteland.epub").stat().st_size
     on_disk = (lib.root / good.key).stat()
