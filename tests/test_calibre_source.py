@@ -392,3 +392,28 @@ def test_one_book_edit_changes_only_its_fingerprint_and_readable_formats_match_t
     assert {i.key: i.fingerprint for i in list_books(config)}[key] != second[key]
     with pytest.raises(SourceUnavailableError, match=r"no metadata\.db"):
         list(list_books(config_for(tmp_path)))
+
+
+def test_the_sensor_requests_a_run_when_calibre_changes_the_library(tmp_path: Path) -> None:
+    from dagster import build_sensor_context, instance_for_test
+
+    from rag_assets.resources import RaglineConfigResource
+    from rag_assets.sensors.source_changes import build_source_changes_sensor
+
+    lib = make_library(tmp_path / "library")
+    book = lib.add(HEFTY_WATER)
+    config_path = write_config(tmp_path, [calibre_source(lib.root)], tmp_path / "data")
+    sensor = build_source_changes_sensor(30)
+    settings = {"settings": RaglineConfigResource(config_path=str(config_path))}
+
+    def tick(cursor: str | None):
+        return sensor(build_sensor_context(instance=instance, cursor=cursor, resources=settings))
+
+    with instance_for_test() as instance:
+        instance.add_dynamic_partitions("sources", ["books"])
+        first = tick(None)
+        assert [r.partition_key for r in first.run_requests] == ["books"]
+        assert not tick(first.cursor).run_requests  # nothing changed: no run
+        lib.set_tags(book, ("Water",))
+        after = tick(first.cursor)
+        assert [r.partition_key for r in after.run_requests] == ["books"]
