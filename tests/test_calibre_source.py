@@ -371,6 +371,15 @@ def test_the_fallback_builder_makes_a_library_the_kind_reads(tmp_path: Path) -> 
     assert document.sections[0].anchor == "about"
     assert document.metadata["rating"] == 5 and document.created is None  # no pubdate set
 
+    blank = tmp_path / "blank.txt"
+    blank.write_text("  \n\n  \n")
+    silent = lib.add(BookSpec(blank, "Blank Pages", ("Nobody",), comments="Only a cover."))
+    key = key_of(lib, silent, "txt")
+    metadata_only = kind.parse(key, ParseOptions())  # no text: its metadata still indexed
+    assert [s.anchor for s in metadata_only.sections] == ["about"]
+    assert metadata_only.body.startswith("Blank Pages\nby Nobody\n")
+    assert "only Calibre's metadata is indexed" in metadata_only.warnings[0]
+
 
 def test_one_book_edit_changes_only_its_fingerprint_and_readable_formats_match_the_router(
     tmp_path: Path,

@@ -128,8 +128,8 @@ class CalibreKind(SourceKind):
             raise ItemSkipped(exc.strerror or str(exc)) from None
         except ItemSkipped as exc:  # no text (a scan without OCR): the metadata still counts
             parsed = None
-            warnings.append(f"no text from the {fmt.upper()} file ({exc}); only Calibre's "
-                            "metadata is indexed")  # fmt: skip
+            what = f"no text from the {fmt.upper()} file ({exc})"
+            warnings.append(f"{what}; only Calibre's metadata is indexed")
         return book_document(book, fmt, parsed, warnings)
 
     def facets(self, key: str, metadata: dict[str, Any]) -> list[str]:
