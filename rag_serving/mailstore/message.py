@@ -150,8 +150,9 @@ def read_message(data: bytes) -> tuple[MailMessage, EmailMessage]:
         if ":" not in head.split("\n", 1)[0]:
             raise MessageError("not a mail message (no header lines)")
     message_id = _first_id(_header(msg, "message-id", warnings))
-    references = _ids(_header(msg, "references", warnings))
-    in_reply_to = _first_id(_header(msg, "in-reply-to", warnings))
+    # an id without "@" is no id ("In-Reply-To: <yes>", git send-email's prompt answer)
+    references = [i for i in _ids(_header(msg, "references", warnings)) if "@" in i]
+    in_reply_to = next((i for i in _ids(_header(msg, "in-reply-to", warnings)) if "@" in i), None)
     record = MailMessage(
         subject=" ".join(_header(msg, "subject", warnings).split()),
         sender=next(iter(_addresses(msg, "from", warnings)), None),
@@ -229,7 +230,7 @@ def _first_id(text: str) -> str | None:
     if ids:
         return ids[0]
     text = text.strip().strip("<>").strip()
-    return text if text and " " not in text else None
+    return text if "@" in text and " " not in text else None  # not "In-Reply-To: yes"
 
 
 def _addresses(msg: Message, name: str, warnings: list[str]) -> list[Address]:
