@@ -450,7 +450,8 @@ class CalibreSourceConfig(FileSourceConfig, _OcrSettings):
     kind: Literal["calibre"]
     ocr: OcrMode = "off"  # scanned PDF books take hours of OCR; turn on when wanted
     # Which of a book's formats is read, first found first.
-    formats: list[str] = ["epub", "pdf", "docx", "htmlz", "html", "txt", "md", "rtf"]
+    # (MOBI, AZW3, RTF, HTMLZ have no parser: a book with only those is skipped, saying so)
+    formats: list[str] = ["epub", "pdf", "docx", "html", "txt", "md"]
     ignore_dirs: list[str] = [".caltrash", ".calnotes"]
 
     @field_validator("formats")
@@ -926,7 +927,7 @@ poll_minutes = 60
 name = "{name}"
 kind = "calibre"
 path = "{path}"           # the folder that holds metadata.db
-formats = ["epub", "pdf", "docx", "htmlz", "html", "txt", "md", "rtf"]   # first found is read
+formats = ["epub", "pdf", "docx", "html", "txt", "md"]   # the first the book has is read
 """,
 }
 

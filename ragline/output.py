@@ -78,7 +78,10 @@ def _hit_line(hit: SearchHit) -> str:
     where = f"{hit.source}:{hit.path}:{hit.line_start}-{hit.line_end}"
     if hit.symbol:
         return f"[bold]{safe_text(where)}[/]  {safe_text(hit.anchor)}"
-    anchor = f" › {safe_text(hit.anchor)}" if hit.anchor else ""
+    heading = hit.anchor
+    if heading.startswith(hit.title + " > "):  # a book's chapters start with its title
+        heading = heading[len(hit.title) + 3 :]
+    anchor = f" › {safe_text(heading)}" if heading else ""
     by = f" — {safe_text(hit.author)}" if hit.author else ""  # a book's author
     return f"[bold]{safe_text(hit.title)}[/]{by}{anchor}  [dim]{safe_text(where)}[/]"
 

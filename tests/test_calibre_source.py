@@ -165,6 +165,21 @@ def test_a_book_is_found_by_its_chapter_text_with_the_chapter_anchor(
     assert pdf.title == WORD_PROCESSOR.title  # Calibre's title, not the file's
 
 
+def test_the_cli_prints_a_book_hit_with_its_author_and_chapter(shelf: dict) -> None:
+    from click.testing import CliRunner
+
+    from ragline.cli import cli
+
+    config_path = str(shelf["config"].config_path)
+    query = "parts of a tree: roots, trunk, branches, twigs, xylem and phloem"
+    result = CliRunner().invoke(cli, ["--config", config_path, "search", query, "--k", "1"])
+    assert result.exit_code == 0, result.output
+    first = result.output.splitlines()[0].strip()
+    # the title, its author, the chapter (without the book's title again), then where
+    assert first.startswith("1. Trees — Joyce Kilmer › Morphology"), result.output
+    assert "books:Joyce Kilmer/Trees" in first  # the line wraps at the terminal's width
+
+
 def test_the_metadata_section_comes_first_and_the_comments_are_text(shelf: dict) -> None:
     lib, ids = shelf["lib"], shelf["ids"]
     doc = documents(shelf["config"])[key_of(lib, ids["The Waste Land"], "epub")]
