@@ -172,6 +172,8 @@ def test_an_appended_message_is_the_only_one_indexed(tmp_path: Path) -> None:
     assert before >= 5
     with (mail / "lkml.mbox").open("ab") as handle:
         handle.write(data[cut:end])
+    pending = index_status(config).sources[0].pending  # status lists mail from the cache
+    assert pending is not None and (pending.new, pending.changed, pending.deleted) == (1, 0, 0)
     second = index(config)
     assert second["parsed_documents"]["new"] == 1, second["parsed_documents"]
     state = IndexLayout(config.data_dir).source_state_dir("lkml")
