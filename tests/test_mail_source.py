@@ -146,6 +146,78 @@ def test_a_thread_is_a_messages_neighbors(indexed: tuple[RaglineConfig, Path, di
     assert {m.sender for m in thread} >= {"Jjgod Jiang", "Alexander Botero-Lowry"}
 
 
+@pytest.fixture(scope="module")
+def threads(tmp_path_factory: pytest.TempPathFactory) -> tuple[RaglineConfig, Path]:
+    """notmuch's default/ and threading/ corner cases (a ghost root, a reply whose
+    References skip its parent) and the LKML mbox, indexed together."""
+    root = tmp_path_factory.mktemp("mail-threads")
+    mail = root / "mail"
+    shutil.copytree(NOTMUCH / "default", mail / "default")
+    shutil.copytree(NOTMUCH / "threading", mail / "threading")
+    shutil.copyfile(EMAIL / "lkml-from-notmuch.mbox", mail / "lkml.mbox")
+    source = {"name": "mail", "kind": "mail", "path": str(mail)}
+    config = parse_config_file(write_config(root, [source], root / "data"))
+    index(config)
+    return config, mail
+
+
+def test_every_thread_equals_a_union_find_over_the_raw_headers(
+    threads: tuple[RaglineConfig, Path],
+) -> None:
+    """The oracle: Message-ID / In-Reply-To / References of every message, read with
+    the standard library's mailbox and email modules and joined by union-find (ids
+    need an "@")."""
+    import mailbox
+    from email import policy
+    from email.parser import BytesHeaderParser
+
+    config, mail = threads
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    def ids(value: object) -> list[str]:
+        return [i.strip("<>") for i in str(value or "").split() if "@" in i]
+
+    parser = BytesHeaderParser(policy=policy.compat32)
+    files = [p for p in mail.rglob("*") if p.is_file() and p.suffix != ".mbox"]
+    messages = [parser.parsebytes(p.read_bytes()) for p in files]
+    messages += list(mailbox.mbox(mail / "lkml.mbox"))
+    for headers in messages:
+        own = ids(headers["message-id"])
+        if not own:
+            continue
+        for other in ids(headers["in-reply-to"]) + ids(headers["references"]):
+            parent[find(other)] = find(own[0])
+    store = SearchEngine(config).store
+    rows = store.read(
+        "documents", where="file_type = 'email'", columns=["path", "facets"]
+    ).to_pylist()
+    service = RaglineService(config)
+    checked = 0
+    for row in rows:
+        own = next(
+            (f[len("message_id:") :] for f in row["facets"] if f.startswith("message_id:")), None
+        )
+        if own is None:
+            continue
+        thread = service.neighbors(LOCAL, source="mail", path=row["path"]).thread
+        got = {m.message_id for m in thread}
+        indexed_ids = {
+            f[len("message_id:") :]
+            for r in rows
+            for f in r["facets"]
+            if f.startswith("message_id:")
+        }
+        expected = {i for i in indexed_ids if find(i) == find(own)}
+        assert got == expected, row["path"]
+        checked += 1
+    assert checked >= 250  # every message with an id: default/, threading/, LKML's 210
+
+
 def test_a_broken_message_is_recorded_and_the_source_succeeds(
     indexed: tuple[RaglineConfig, Path, dict],
 ) -> None:

@@ -64,7 +64,7 @@ from rag_serving.mailstore.message import (
 from rag_serving.mailstore.quotes import QUOTE, SIGNATURE, split_text
 from rag_serving.scanning import OutsideSourceError
 
-MESSAGE_PARSER = "email/1"
+MESSAGE_PARSER = "email/2"  # 2: refers: facets
 ATTACHMENT_PARSER = "mail-attachment/1"
 _ATTACHMENT_KEY = re.compile(r"/attachments/\d+-[^/]+$")
 
@@ -246,6 +246,10 @@ class MailKind(SourceKind):
         facets += [f"to:{v}" for v in dict.fromkeys(recipients) if v]
         if metadata.get("message_id"):
             facets.append(f"message_id:{metadata['message_id']}")
+        # Every id it answers or cites: a thread is followed from a parent to replies
+        # whose References name it anywhere (not only first), as a union-find would.
+        cited = [metadata.get("in_reply_to"), *(metadata.get("references") or [])]
+        facets += [f"refers:{i}" for i in dict.fromkeys(i for i in cited if i)]
         return facets
 
 
