@@ -2,7 +2,7 @@
 #   make demo   set up, index this repository's docs/ and search them
 #   make test   set up with the test tools and run the whole test suite (Python 3.11),
 #               then the search/serving/MCP/config tests on Python 3.13
-.PHONY: demo test test-py313 check-packaging setup setup-dev lint bench bench-quality bench-scale bench-documents bench-edge bench-git
+.PHONY: demo test test-py313 check-packaging setup setup-dev lint bench bench-quality bench-scale bench-documents bench-edge bench-git bench-mail-feeds
 
 RAGLINE = .venv/bin/ragline --config demo/ragline.toml
 
@@ -22,7 +22,8 @@ PY313_TESTS = tests/test_config.py tests/test_config_validation.py tests/test_se
 	tests/test_fusion.py tests/test_query_safety.py tests/test_mcp_tools.py \
 	tests/test_mcp_units.py tests/test_mcp_stdio.py tests/test_mcp_errors.py \
 	tests/test_ollama_embedder.py tests/test_embedders.py tests/test_import_rules.py \
-	tests/test_git_repository.py tests/test_code_chunker.py
+	tests/test_git_repository.py tests/test_code_chunker.py tests/test_mail_reader.py \
+	tests/test_feeds_reader.py tests/test_kind_filters.py tests/test_new_sources.py
 
 test-py313:
 	scripts/setup.sh --dev --python 3.13
@@ -84,3 +85,8 @@ bench-edge: setup-dev
 # git sources: CoSQA as a repository (quality), indexing speed, no-change sensor tick.
 bench-git: setup-dev
 	.venv/bin/python benchmarks/git_source.py
+
+# Mail (all of corpora/email) and feeds (all of corpora/feeds, served on 127.0.0.1).
+bench-mail-feeds: setup-dev
+	.venv/bin/python benchmarks/mail_source.py --save
+	.venv/bin/python benchmarks/feeds_source.py --save
