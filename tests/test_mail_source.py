@@ -88,6 +88,36 @@ def test_a_message_is_found_by_its_body_with_subject_sender_and_date(engine: Sea
     assert by_name and by_name[0].author == "Olivier Berger"
 
 
+def test_the_cli_prints_a_message_hit_with_sender_date_and_folder(
+    indexed: tuple[RaglineConfig, Path, dict],
+) -> None:
+    from click.testing import CliRunner
+
+    from ragline.cli import cli
+
+    config_path = str(indexed[0].config_path)
+    query = "define _GNU_SOURCE before including stdio to get getline"
+    args = [
+        "--config",
+        config_path,
+        "search",
+        query,
+        "--k",
+        "1",
+        "--from",
+        "Alexander Botero-Lowry",
+    ]
+    result = CliRunner().invoke(cli, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    first = result.output.splitlines()[0].strip()
+    assert first.startswith(
+        "1. [notmuch] Mac OS X/Darwin compatibility issues  mail · Alexander Botero-Lowry · "
+        "2009-11-18 · default"
+    ), result.output
+    unknown = CliRunner().invoke(cli, [*args[:4], "--from", "alexander@botero-lowry.con"])
+    assert unknown.exit_code != 0 and "no indexed message is from" in unknown.output
+
+
 def test_a_reply_is_not_found_by_what_it_quotes_but_shows_it(
     indexed: tuple[RaglineConfig, Path, dict], engine: SearchEngine
 ) -> None:
