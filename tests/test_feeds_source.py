@@ -244,6 +244,26 @@ def test_the_sensor_asks_for_a_run_when_a_poll_period_begins(feeds, monkeypatch)
     assert len(feeds["server"].requests) == requests  # the sensor fetched nothing
 
 
+def test_the_cli_prints_an_entry_hit_with_author_date_and_feed(feeds) -> None:
+    from click.testing import CliRunner
+
+    from ragline.cli import cli
+
+    config_path = str(feeds["config"].config_path)
+    args = ["--config", config_path, "search", "JSON is simpler to read and write than XML"]
+    args += ["--k", "1", "--feed", "json feed SPEC"]  # a feed's title, any case
+    result = CliRunner().invoke(cli, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert (
+        result.output.splitlines()[0]
+        .strip()
+        .startswith(
+            "1. Announcing JSON Feed  news · Brent Simmons and Manton Reece · 2017-05-17 · "
+            "JSON Feed spec"
+        )
+    ), result.output
+
+
 def test_a_run_asked_for_by_hand_checks_every_feed_and_a_sensor_run_only_due_ones(
     feeds,
 ) -> None:
