@@ -10,6 +10,7 @@ stays cheap (no PyMuPDF, lxml or office libraries).
 from __future__ import annotations
 
 import importlib
+import tempfile
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path, PurePosixPath
@@ -108,3 +109,17 @@ def parse_file(
     cannot be indexed; any other exception is a parser bug.
     """
     return _parser(type_name)(full_path, rel_path, options)
+
+
+def parse_bytes(
+    data: bytes, name: str, rel_path: str, type_name: str, options: ParseOptions
+) -> ParsedDocument:
+    """Parse content that is not a file of its own (a git blob, a mail attachment) as
+    ``type_name``: the parsers read files, so it is written to a private temporary
+    folder first, under ``name``'s stem so that parser messages name it."""
+    suffix = PurePosixPath(name).suffix or f".{type_name}"
+    stem = PurePosixPath(name).stem[:80] or "item"
+    with tempfile.TemporaryDirectory(prefix="ragline-item-") as folder:
+        path = Path(folder) / f"{stem}{suffix}"
+        path.write_bytes(data)
+        return parse_file(path, rel_path, type_name, options)

@@ -22,7 +22,6 @@ signal is metadata.db's size and mtime.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Iterator
 from dataclasses import replace
 from functools import cached_property
@@ -38,19 +37,18 @@ from rag_assets.formats.model import (
     Section,
 )
 from rag_assets.sources.base import ItemStat, SourceKind
+from rag_assets.sources.files import source_file_sha256
 from rag_serving.calibre import library
 from rag_serving.calibre.library import Book
 from rag_serving.config import CalibreSourceConfig
 from rag_serving.scanning import (
     OutsideSourceError,
-    open_source_file,
     pinned_source_file,
     source_root,
 )
 
 BOOK_PARSER = "calibre/1"
 ABOUT_ANCHOR = "about"
-_HASH_BLOCK = 1 << 20
 # What a book file's parser says of it that Calibre's metadata replaces.
 _REPLACED_KEYS = frozenset(
     {"title", "author", "authors", "creator", "publisher", "description", "subject", "date"}
@@ -84,16 +82,9 @@ class CalibreKind(SourceKind):
     # ---- load ----------------------------------------------------------------
 
     def content_hash(self, item: ItemStat) -> str:
-        try:
-            fd = open_source_file(self.real_root, item.key)
-        except OutsideSourceError as exc:
-            raise ItemSkipped(exc.strerror or str(exc)) from None
-        digest = hashlib.sha256()
-        with os.fdopen(fd, "rb") as handle:
-            while block := handle.read(_HASH_BLOCK):
-                digest.update(block)
+        file_hash = source_file_sha256(self.real_root, item.key)
         metadata_hash = item.fingerprint.rsplit("|", 1)[-1]
-        return hashlib.sha256(f"{digest.hexdigest()}|{metadata_hash}".encode()).hexdigest()
+        return hashlib.sha256(f"{file_hash}|{metadata_hash}".encode()).hexdigest()
 
     def file_type(self, key: str) -> str | None:
         return router.file_type(key)

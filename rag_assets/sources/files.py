@@ -48,17 +48,7 @@ class FileSourceKind(SourceKind):
                 yield ItemStat(stat.path, fingerprint, stat.size, stat.mtime_ns)
 
     def content_hash(self, item: ItemStat) -> str:
-        # Read through the walker's checks: a file replaced by a link since it was
-        # listed is refused, never followed outside the source.
-        try:
-            fd = open_source_file(self.real_root, item.key)
-        except OutsideSourceError as exc:
-            raise ItemSkipped(exc.strerror or str(exc)) from None
-        digest = hashlib.sha256()
-        with os.fdopen(fd, "rb") as handle:
-            while block := handle.read(_HASH_BLOCK):
-                digest.update(block)
-        return digest.hexdigest()
+        return source_file_sha256(self.real_root, item.key)
 
     def file_type(self, key: str) -> str | None:
         return router.file_type(key)
@@ -86,3 +76,18 @@ class FileSourceKind(SourceKind):
                 return router.parse_file(path, key, file_type, options)
         except OutsideSourceError as exc:
             raise ItemSkipped(exc.strerror or str(exc)) from None
+
+
+def source_file_sha256(real_root: Path, key: str) -> str:
+    """The SHA-256 of a source's file, read through the walker's checks: a file
+    replaced by a link since it was listed is refused (``ItemSkipped``), never
+    followed outside the source."""
+    try:
+        fd = open_source_file(real_root, key)
+    except OutsideSourceError as exc:
+        raise ItemSkipped(exc.strerror or str(exc)) from None
+    digest = hashlib.sha256()
+    with os.fdopen(fd, "rb") as handle:
+        while block := handle.read(_HASH_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()

@@ -20,11 +20,10 @@ The sensor's change signal is the ref's commit id: one lookup, no tree walk.
 from __future__ import annotations
 
 import re
-import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from functools import cached_property
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Any
 
 from rag_assets.chunking import Chunk, CountTokens
@@ -130,7 +129,7 @@ class GitKind(SourceKind):
             raise ItemSkipped(reason)
         file_type = self.file_type(key)
         if file_type in router.PARSERS and file_type not in ("txt", "json", "yaml", "csv"):
-            return _parse_with_router(data, key, file_type, options)
+            return router.parse_bytes(data, PurePosixPath(key).name, key, file_type, options)
         text = decode_text(data)
         if not text.strip():
             raise ItemSkipped("no text (the file holds only whitespace)")
@@ -184,17 +183,6 @@ class GitKind(SourceKind):
 
 def _fold(text: str) -> str:
     return " ".join(text.split()).lower()
-
-
-def _parse_with_router(
-    data: bytes, key: str, file_type: str, options: ParseOptions
-) -> ParsedDocument:
-    """Parse a blob with the document parser of its type (they read files)."""
-    suffix = PurePosixPath(key).suffix
-    with tempfile.NamedTemporaryFile(suffix=suffix, prefix="ragline-blob-") as handle:
-        handle.write(data)
-        handle.flush()
-        return router.parse_file(Path(handle.name), key, file_type, options)
 
 
 def commit_document(commit: CommitInfo) -> ParsedDocument:

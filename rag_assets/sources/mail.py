@@ -25,11 +25,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
 from email.message import EmailMessage
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from rag_assets.formats import router
@@ -195,7 +194,7 @@ class MailKind(SourceKind):
         if not data.strip():
             raise ItemSkipped("an empty attachment")
         file_type = self.file_type(entry.key) or "txt"
-        document = _parse_with_router(data, entry.attachment_name, entry.key, file_type, options)
+        document = router.parse_bytes(data, entry.attachment_name, entry.key, file_type, options)
         attachment = next((a for a in record.attachments if a.number == entry.attachment), None)
         name = attachment.filename if attachment else entry.attachment_name
         metadata = {
@@ -255,18 +254,6 @@ class MailKind(SourceKind):
 
 def _fold(text: str) -> str:
     return " ".join(text.split()).lower()
-
-
-def _parse_with_router(
-    data: bytes, name: str, key: str, file_type: str, options: ParseOptions
-) -> ParsedDocument:
-    """Parse an attachment's bytes with the document parser of its type (they read files)."""
-    suffix = PurePosixPath(name).suffix or f".{file_type}"
-    safe = PurePosixPath(name).stem[:80] or "attachment"
-    with tempfile.TemporaryDirectory(prefix="ragline-attachment-") as folder:
-        path = Path(folder) / f"{safe}{suffix}"  # parser messages name the attachment
-        path.write_bytes(data)
-        return router.parse_file(path, key, file_type, options)
 
 
 def message_text(record: MailMessage) -> str:
