@@ -252,6 +252,36 @@ def test_a_reply_keeps_its_own_words_and_sets_quotes_and_signature_apart(tmp_pat
     assert "several issues" in document.body  # kept for display
 
 
+GMAIL_REPLY = """<div dir="ltr">Sounds good, see you Tuesday.<br><br>Bob</div><br>
+<div class="gmail_quote"><div dir="ltr" class="gmail_attr">On Mon, Jan 1, 2024 at 10:00 AM
+Alice &lt;alice@example.org&gt; wrote:<br></div><blockquote class="gmail_quote">
+<div>Shall we meet on Tuesday to review the zeppelin budget?</div>
+<blockquote>An older quote inside it</blockquote><div>Alice</div></blockquote></div>
+<p>PS: bring the cake</p>"""
+
+
+def test_an_html_only_reply_sets_its_blockquotes_apart(tmp_path: Path) -> None:
+    from email.message import EmailMessage
+
+    message = EmailMessage()
+    message["From"] = "Bob <bob@example.org>"
+    message["Subject"] = "Re: budget"
+    message["Message-ID"] = "<reply@example.org>"
+    message.set_content(GMAIL_REPLY, subtype="html")
+    (tmp_path / "mail").mkdir()
+    (tmp_path / "mail" / "reply.eml").write_bytes(message.as_bytes())
+    document = kind_for(tmp_path / "mail", tmp_path / "state").parse("reply.eml", ParseOptions())
+    shown = {
+        s.anchor: document.body.split("\n")[s.line_start - 1 : s.line_end]
+        for s in document.sections
+    }
+    embedded = "\n".join("\n".join(shown[s.anchor]) for s in document.sections if s.embed)
+    hidden = "\n".join("\n".join(shown[s.anchor]) for s in document.sections if not s.embed)
+    assert "see you Tuesday" in embedded and "bring the cake" in embedded
+    assert "zeppelin" not in embedded and "older quote" not in embedded
+    assert "zeppelin" in hidden and "Alice <alice@example.org> wrote:" in hidden
+
+
 def test_threads_follow_references_then_in_reply_to(tmp_path: Path) -> None:
     # the conventions' rule: first References id, else In-Reply-To, else the own id
     folder = NOTMUCH / "threading" / "parent-priority" / "cur"

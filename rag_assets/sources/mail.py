@@ -28,6 +28,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import replace
 from email.message import EmailMessage
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,7 @@ from rag_serving.mailstore.message import (
 from rag_serving.mailstore.quotes import QUOTE, SIGNATURE, split_text
 from rag_serving.scanning import OutsideSourceError
 
-MESSAGE_PARSER = "email/2"  # 2: refers: facets
+MESSAGE_PARSER = "email/3"  # 2: refers: facets; 3: HTML quotes
 ATTACHMENT_PARSER = "mail-attachment/1"
 _ATTACHMENT_KEY = re.compile(r"/attachments/\d+-[^/]+$")
 
@@ -257,12 +258,46 @@ def _fold(text: str) -> str:
 
 
 def message_text(record: MailMessage) -> str:
-    """The body as text: text/plain, else the HTML part cleaned to text."""
+    """The body as text: text/plain, else the HTML part cleaned to text, its quoted
+    replies (``<blockquote>``, Gmail's ``gmail_quote``) turned into ``> `` lines so
+    they are told apart like a plain-text message's."""
     if record.text.strip():
         return record.text
     if record.html:
-        return html_text(record.html, boilerplate=False).text
+        return html_text(_html_quotes_as_lines(record.html), boilerplate=False).text
     return ""
+
+
+def _html_quotes_as_lines(html: str) -> str:
+    """``html`` with each outermost quote replaced by its text, every line prefixed
+    with ``> ``."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    tree = LexborHTMLParser(html)
+    outermost = [node for node in tree.css(_HTML_QUOTES) if not _inside_quote(node)]
+    for node in outermost:
+        quoted = html_text(f"<html><body>{node.html}</body></html>", boilerplate=False).text
+        lines = "<br>".join("&gt; " + escape(line) for line in quoted.strip().split("\n"))
+        replacement = LexborHTMLParser(f"<p>{lines}</p>").body
+        if replacement is not None and replacement.child is not None:
+            node.replace_with(replacement.child)
+    return tree.html or html
+
+
+_HTML_QUOTES = "blockquote, div.gmail_quote"
+
+
+def _is_quote(node: Any) -> bool:
+    return node.tag == "blockquote" or "gmail_quote" in (node.attributes.get("class") or "")
+
+
+def _inside_quote(node: Any) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if _is_quote(parent):
+            return True
+        parent = parent.parent
+    return False
 
 
 def message_document(
