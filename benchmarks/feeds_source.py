@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tomli_w
 
-from benchmarks.git_source import EmbedderClock
 from benchmarks.report import SHARED_DATA, save
+from benchmarks.timing import timed_index
 from rag_serving.config import parse_config_file
 from ragline.indexing import index_sources
 from tests.feed_server import FeedServer
@@ -75,12 +75,8 @@ def run(work: Path) -> dict[str, object]:
         report = refresh_feeds(config.sources[0], work / "bare-state")  # type: ignore[arg-type]
         bare_s = time.perf_counter() - started
         config = parse_config_file(write_config(work / "feeds.toml", work / "data", urls))
-        clock = EmbedderClock(config)
-        started = time.perf_counter()
-        [outcome] = index_sources(config, [], full=False)
-        wall = time.perf_counter() - started
-        clock.close()
-        assert outcome.success, outcome.error
+        run = timed_index(config)
+        outcome, wall = run.outcome, run.wall_s
         store = IndexStore(config.data_dir)
         entries = store.count("documents")
         problems = store.count("files", "starts_with(fingerprint, '!')")
@@ -98,8 +94,8 @@ def run(work: Path) -> dict[str, object]:
         "chunks": outcome.metadata["embeddings"].get("new", 0),
         "wall_s": round(wall, 1),
         "entries_per_s": round(entries / wall, 1),
-        "embedder_s": round(clock.seconds, 1),
-        "embedder_share_of_wall": round(clock.seconds / wall, 3),
+        "embedder_s": round(run.embedder_s, 1),
+        "embedder_share_of_wall": run.embedder_share,
         "fetch_and_parse_s": round(bare_s, 2),
         "wall_vs_fetch_and_parse": round(wall / bare_s, 1),
         "poll_all_304_s": round(poll_s, 1),

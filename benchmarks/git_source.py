@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -33,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import tomli_w
 
 from benchmarks.report import SHARED_DATA, save
-from rag_assets import resources
+from benchmarks.timing import median_seconds, median_sensor_tick, timed_index
 from rag_serving.config import parse_config_file
 from ragline.indexing import index_sources
 from tests.git_repos import ALICE, commit_files, git, init_repo, make_many_commits
@@ -47,26 +45,6 @@ def write_config(path: Path, data_dir: Path, repo: Path, **extra: object) -> Pat
     source = {"name": SOURCE, "kind": "git", "path": str(repo), "history_months": 0, **extra}
     path.write_bytes(tomli_w.dumps({"data_dir": str(data_dir), "sources": [source]}).encode())
     return path
-
-
-class EmbedderClock:
-    """Time spent inside the real embedder (its method wrapped on the shared instance)."""
-
-    def __init__(self, config) -> None:
-        self.embedder = resources._embedder(config.embedder.model_dump_json(), str(config.data_dir))
-        self.inner = self.embedder.embed_documents
-        self.seconds = 0.0
-        self.inner(["load the model before the clock starts"])
-        self.embedder.embed_documents = self._timed  # type: ignore[method-assign]
-
-    def _timed(self, texts):
-        started = time.perf_counter()
-        out = self.inner(texts)
-        self.seconds += time.perf_counter() - started
-        return out
-
-    def close(self) -> None:
-        self.embedder.embed_documents = self.inner  # type: ignore[method-assign]
 
 
 # ---- 1. quality ---------------------------------------------------------------
@@ -137,12 +115,8 @@ def bare_read(repo_path: Path, history: bool) -> tuple[float, int, int]:
 
 def speed(name: str, repo: Path, work: Path) -> dict[str, object]:
     config = parse_config_file(write_config(work / f"{name}.toml", work / f"{name}-data", repo))
-    clock = EmbedderClock(config)
-    started = time.perf_counter()
-    [outcome] = index_sources(config, [], full=False)
-    wall = time.perf_counter() - started
-    clock.close()
-    assert outcome.success, outcome.error
+    run = timed_index(config)
+    outcome, wall = run.outcome, run.wall_s
     from rag_serving.index.store import IndexStore
 
     store = IndexStore(config.data_dir)
@@ -162,8 +136,8 @@ def speed(name: str, repo: Path, work: Path) -> dict[str, object]:
         "wall_s": round(wall, 1),
         "files_per_s": round(files / wall, 1),
         "commits_per_s": round(commits / wall, 1),
-        "embedder_s": round(clock.seconds, 1),
-        "embedder_share_of_wall": round(clock.seconds / wall, 3),
+        "embedder_s": round(run.embedder_s, 1),
+        "embedder_share_of_wall": run.embedder_share,
         "bare_read_s": round(bare_s, 2),
         "wall_vs_bare_read": round(wall / bare_s, 1),
         "no_change_run_s": round(unchanged_s, 1),
@@ -182,36 +156,11 @@ def own_repository(work: Path) -> Path:
 
 
 def sensor_tick(repo: Path, work: Path) -> dict[str, float]:
-    from dagster import build_sensor_context, instance_for_test
-
-    from rag_assets.resources import RaglineConfigResource
-    from rag_assets.sensors.source_changes import build_source_changes_sensor
     from rag_serving.gitrepo.repository import open_repository
 
     config_path = write_config(work / "tick.toml", work / "tick-data", repo)
-    os.environ["RAGLINE_CONFIG"] = str(config_path)
-    sensor = build_source_changes_sensor(30)
-    settings = {"settings": RaglineConfigResource(config_path=str(config_path))}
-
-    def timed(fn, repeat: int = 7) -> float:
-        times = []
-        for _ in range(repeat):
-            started = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - started)
-        return statistics.median(times)
-
-    bare = timed(lambda: open_repository(repo).resolve(None))
-    with instance_for_test() as instance:
-        instance.add_dynamic_partitions("sources", [SOURCE])
-        cursor = sensor(build_sensor_context(instance=instance, resources=settings)).cursor
-        tick = timed(
-            lambda: sensor(
-                build_sensor_context(instance=instance, cursor=cursor, resources=settings)
-            )
-        )
-        quiet = sensor(build_sensor_context(instance=instance, cursor=cursor, resources=settings))
-        assert not quiet.run_requests, "the repository changed during the benchmark"
+    bare = median_seconds(lambda: open_repository(repo).resolve(None))
+    tick = median_sensor_tick(config_path, SOURCE)
     return {"sensor_tick_no_change_s": round(tick, 4), "bare_ref_lookup_s": round(bare, 4),
             "tick_vs_bare_lookup": round(tick / bare, 1)}  # fmt: skip
 

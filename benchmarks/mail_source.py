@@ -21,7 +21,6 @@ import json
 import os
 import resource
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -31,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tomli_w
 
-from benchmarks.git_source import EmbedderClock
 from benchmarks.report import SHARED_DATA, save
+from benchmarks.timing import median_seconds, median_sensor_tick, timed_index
 from rag_serving.config import parse_config_file
 from ragline.indexing import index_sources
 
@@ -46,24 +45,11 @@ def write_config(path: Path, data_dir: Path, corpus: Path) -> Path:
     return path
 
 
-def timed(fn, repeat: int = 7) -> float:
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
-
-
 def speed(work: Path) -> tuple[dict[str, object], Path]:
     config_path = write_config(work / "mail.toml", work / "data", CORPUS)
     config = parse_config_file(config_path)
-    clock = EmbedderClock(config)
-    started = time.perf_counter()
-    [outcome] = index_sources(config, [], full=False)
-    wall = time.perf_counter() - started
-    clock.close()
-    assert outcome.success, outcome.error
+    run = timed_index(config)
+    outcome, wall = run.outcome, run.wall_s
     from rag_serving.index.store import IndexStore
 
     store = IndexStore(config.data_dir)
@@ -82,8 +68,8 @@ def speed(work: Path) -> tuple[dict[str, object], Path]:
         "chunks": outcome.metadata["embeddings"].get("new", 0),
         "wall_s": round(wall, 1),
         "messages_per_s": round(messages / wall, 1),
-        "embedder_s": round(clock.seconds, 1),
-        "embedder_share_of_wall": round(clock.seconds / wall, 3),
+        "embedder_s": round(run.embedder_s, 1),
+        "embedder_share_of_wall": run.embedder_share,
         "no_change_run_s": round(unchanged_s, 1),
         "no_change_parsed": again.metadata["parsed_documents"].get("new", 0),
         "no_change_embedded": again.metadata["embeddings"]["embedded"],
@@ -100,31 +86,15 @@ def bare_stat_walk(root: Path) -> int:
 
 
 def sensor_tick(config_path: Path) -> dict[str, float]:
-    from dagster import build_sensor_context, instance_for_test
-
-    from rag_assets.resources import RaglineConfigResource
-    from rag_assets.sensors.source_changes import build_source_changes_sensor
     from rag_assets.sources import source_kind
 
     config = parse_config_file(config_path)
     kind = source_kind(config.sources[0], config.data_dir)
-    os.environ["RAGLINE_CONFIG"] = str(config_path)
-    sensor = build_source_changes_sensor(30)
-    settings = {"settings": RaglineConfigResource(config_path=str(config_path))}
     files = bare_stat_walk(CORPUS)
-    bare = timed(lambda: bare_stat_walk(CORPUS))
-    signal = timed(kind.change_signal)
-    listing = timed(lambda: list(kind.list_items()))  # the scan's listing, caches warm
-    with instance_for_test() as instance:
-        instance.add_dynamic_partitions("sources", [SOURCE])
-        cursor = sensor(build_sensor_context(instance=instance, resources=settings)).cursor
-        tick = timed(
-            lambda: sensor(
-                build_sensor_context(instance=instance, cursor=cursor, resources=settings)
-            )
-        )
-        quiet = sensor(build_sensor_context(instance=instance, cursor=cursor, resources=settings))
-        assert not quiet.run_requests, "the corpus changed during the benchmark"
+    bare = median_seconds(lambda: bare_stat_walk(CORPUS))
+    signal = median_seconds(kind.change_signal)
+    listing = median_seconds(lambda: list(kind.list_items()))  # the scan's listing, caches warm
+    tick = median_sensor_tick(config_path, SOURCE)
     return {
         "files": files,
         "sensor_tick_no_change_s": round(tick, 4),
