@@ -135,7 +135,7 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(data, indent=2) + "\n")
     if args.save:
-        save("feeds_source", data, markdown(data), "python benchmarks/feeds_source.py")
+        save("feeds_source", data, markdown(data), "python benchmarks/feeds_source.py --save")
 
 
 if __name__ == "__main__":
