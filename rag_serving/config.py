@@ -102,6 +102,22 @@ class SearchWeights(_Strict):
     vector: float = Field(default=1.0, ge=0)
 
 
+class RerankConfig(_Strict):
+    """A second stage that re-scores the top fused hits with a cross-encoder.
+
+    ``provider = "cross-encoder"`` loads a local model folder (``model`` is its path);
+    ``provider = "http"`` posts to a Jina/Cohere-style ``/v1/rerank`` endpoint (llama.cpp
+    ``llama-server --reranking``, vLLM, LocalAI, Infinity). Ollama has no rerank API.
+    """
+
+    enabled: bool = False  # rerank every search (the CLI's --rerank / MCP's `rerank` per call)
+    provider: Literal["cross-encoder", "http"] = "cross-encoder"
+    model: str | None = None
+    url: str = "http://127.0.0.1:8080/v1/rerank"
+    top_n: int = Field(default=30, ge=1, le=1000)
+    timeout_s: float = Field(default=30.0, gt=0)
+
+
 class SearchConfig(_Strict):
     """Defaults for ``hybrid_search`` and the CLI."""
 
@@ -111,6 +127,7 @@ class SearchConfig(_Strict):
     rrf_k: int = Field(default=60, ge=1)
     candidates: int = Field(default=200, ge=1, le=10000)
     weights: SearchWeights = SearchWeights()
+    rerank: RerankConfig = RerankConfig()
 
 
 def _close(name: str, candidates: Iterable[str], limit: int = 3) -> str:
@@ -245,6 +262,14 @@ class McpConfig(_Strict):
     tokens: list[McpToken] = []
 
 
+# Languages keyword search can stem (Tantivy's Snowball stemmers), by ISO 639-1 code;
+# "none" indexes words unstemmed.
+KEYWORD_LANGUAGES = {
+    "auto", "none", "ar", "da", "de", "el", "en", "es", "fi", "fr", "hu", "it", "nl", "no",
+    "pt", "ro", "ru", "sv", "ta", "tr", "hi", "ja", "zh", "ko", "th",
+}  # fmt: skip
+
+
 class FileSourceConfig(_Strict):
     """What every kind that reads a folder of files shares (the shared walker's rules)."""
 
@@ -253,6 +278,20 @@ class FileSourceConfig(_Strict):
     include: list[str] = ["**/*"]
     exclude: list[str] = []
     ignore_dirs: list[str] = [".obsidian", ".git", ".trash"]
+    # The language of the source's text for keyword search (stemming, stop words):
+    # "auto" detects it per chunk; scripts without spaces (Chinese, Japanese, Korean,
+    # Thai) are matched by characters whatever this says.
+    language: str = "auto"
+
+    @field_validator("language")
+    @classmethod
+    def _known_language(cls, value: str) -> str:
+        if value not in KEYWORD_LANGUAGES:
+            raise ValueError(
+                f'unknown language {value!r}{_close(value, KEYWORD_LANGUAGES)} ("auto", '
+                f'"none" or an ISO 639-1 code: {", ".join(sorted(KEYWORD_LANGUAGES - {"auto", "none"}))})'
+            )
+        return value
 
     @field_validator("name")
     @classmethod
