@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Mapping
 
 import pyarrow as pa
 
 from rag_assets.stages.fulltext import fulltext_rows
 from rag_serving.index import schema as schemas
-from rag_serving.index.fulltext import FulltextIndex
-from rag_serving.index.manifest import read_manifest, write_manifest
+from rag_serving.index.fulltext import FulltextIndex, is_outdated
+from rag_serving.index.manifest import Generation, read_manifest, write_manifest
 from rag_serving.index.store import IndexStore, schema_for
 
 log = logging.getLogger(__name__)
@@ -49,19 +50,21 @@ def add_missing_columns(store: IndexStore) -> list[str]:
     return added
 
 
-def upgrade_index(store: IndexStore) -> str:
-    """Bring the index to the current format; '' when it already is."""
+def upgrade_index(store: IndexStore, languages: Mapping[str, str] | None = None) -> str:
+    """Bring the index to the current format; '' when it already is. ``languages``:
+    each source's keyword ``language`` setting, for rebuilt full-text indexes."""
     path = store.layout.manifest_path
     manifest = read_manifest(path, missing_ok=True, upgrading=True)
+    live = [g for g in (manifest.active, manifest.building) if g is not None]
     if manifest.schema_version == schemas.SCHEMA_VERSION:
-        return ""
+        return upgrade_fulltext(store, live, languages)
     from_version = manifest.schema_version
     added = add_missing_columns(store)
     rebuilt = []
-    live = [g for g in (manifest.active, manifest.building) if g is not None]
     for generation in live:
         folder = store.layout.fulltext_dir(generation.key)
-        FulltextIndex.rebuild(folder, fulltext_rows(store, generation.table, None))
+        rows = fulltext_rows(store, generation.table, None)
+        FulltextIndex.rebuild(folder, rows, languages)
         rebuilt.append(generation.key)
     # Any other Tantivy folder (a generation awaiting removal, a crashed rebuild) has
     # the old schema and cannot be opened any more; it is derived data: remove it.
@@ -76,6 +79,28 @@ def upgrade_index(store: IndexStore) -> str:
     summary = (
         f"format {from_version} → {schemas.SCHEMA_VERSION}: added {len(added)} columns, "
         f"rebuilt the full-text index of {len(rebuilt)} generation(s); nothing re-embedded"
+    )
+    log.info(summary)
+    return summary
+
+
+def upgrade_fulltext(
+    store: IndexStore, live: list[Generation], languages: Mapping[str, str] | None = None
+) -> str:
+    """Rebuild, from LanceDB, the live generations' Tantivy indexes that an older
+    ragline wrote with other analyzers; '' when none was."""
+    rebuilt = []
+    for generation in live:
+        folder = store.layout.fulltext_dir(generation.key)
+        if is_outdated(folder):
+            rows = fulltext_rows(store, generation.table, None)
+            FulltextIndex.rebuild(folder, rows, languages)
+            rebuilt.append(generation.key)
+    if not rebuilt:
+        return ""
+    summary = (
+        f"rebuilt the full-text index of {len(rebuilt)} generation(s) with this version's "
+        "analyzers (every script searchable); nothing re-embedded"
     )
     log.info(summary)
     return summary

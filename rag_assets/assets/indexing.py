@@ -116,7 +116,7 @@ def raw_files(
     source = _configured_source(context, config)
     _start_step(context)
     store = index_store.store()
-    upgraded = upgrade_index(store)
+    upgraded = upgrade_index(store, {s.name: s.language for s in config.sources})
     if upgraded:
         context.log.info(f"index upgraded in place: {upgraded}")
     kind = source_kind(source, config.data_dir)

@@ -57,11 +57,12 @@ def sync_fulltext(
     scope = f"source = {sql_string(source.name)}"
     lance = _row_hashes(store, generation.table, scope)
     index = FulltextIndex(store.layout.fulltext_dir(generation.key))
-    before = index.row_hashes(source.name)
+    before = index.row_hashes(source.name, source.language)
     stale = [cid for cid, digest in before.items() if lance.get(cid) != digest]
     add = {cid for cid, digest in lance.items() if before.get(cid) != digest}
     if stale or add:
-        index.replace(stale, _rows_to_add(store, generation.table, scope, add) if add else ())
+        rows = _rows_to_add(store, generation.table, scope, add) if add else ()
+        index.replace(stale, rows, source.language)
     report(source.name, "fulltext", len(lance), len(lance))
     record_source_state(store, source.name, run_id, generation.key, len(lance))
     deleted = sum(1 for cid in stale if cid not in lance)

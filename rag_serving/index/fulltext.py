@@ -8,6 +8,7 @@ writer per index; writes are serialised by the Dagster writer pool.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections.abc import Iterable, Mapping
@@ -18,7 +19,17 @@ from typing import Any
 
 import tantivy
 
-from rag_serving.errors import QueryError
+from rag_serving.errors import IndexNeedsUpgradeError, QueryError
+from rag_serving.index.analysis import (
+    DEFAULT_TEXT_FIELD,
+    TEXT_FIELDS,
+    WORDS_ANALYZER,
+    bigram_query_text,
+    detect_text_field,
+    field_analyzer_name,
+    register_analyzers,
+    text_field_for,
+)
 from rag_serving.search.filters import SearchFilters
 
 # Query fields and boosts, measured with `ragline eval` on Cranfield (BM25 nDCG@10:
@@ -26,8 +37,14 @@ from rag_serving.search.filters import SearchFilters
 # title 0.5, which lost the help vault's paraphrase test, so title stays at 1). The
 # heading field stays stored for display but is not searched: a section's heading
 # line is already in its first chunk's text, and searching it again double-counts it.
+# A chunk's text is in one of the TEXT_FIELDS (its language's); queries search those
+# that hold documents.
 DEFAULT_FIELDS = ["title", "text", "path_text", "tags_text", "aliases"]
 FIELD_BOOSTS = {"path_text": 0.5, "aliases": 0.5}
+# Bumped when the schema or an analyzer changes: an index with another version is
+# rebuilt from LanceDB by the next `ragline index` (no re-embedding).
+ANALYSIS_VERSION = 2
+_STAMP = "ragline-fulltext.json"
 _WRITER_HEAP = 64_000_000
 # Tantivy compiles a regex query into an automaton of at most 1,000 states (about one
 # per byte of a literal prefix): a longer path filter is matched on its first bytes by
@@ -44,13 +61,18 @@ def _build_schema() -> tantivy.Schema:
     b.add_text_field("source", stored=True, tokenizer_name="raw")
     b.add_text_field("kind", stored=True, tokenizer_name="raw")
     b.add_text_field("path", stored=True, tokenizer_name="raw")
-    b.add_text_field("path_text", tokenizer_name="default")
-    b.add_text_field("title", stored=True, tokenizer_name="en_stem")
-    b.add_text_field("aliases", tokenizer_name="en_stem")
-    b.add_text_field("heading", stored=True, tokenizer_name="en_stem")
+    b.add_text_field("path_text", tokenizer_name=WORDS_ANALYZER)
+    english = field_analyzer_name(DEFAULT_TEXT_FIELD)
+    b.add_text_field("title", stored=True, tokenizer_name=english)
+    b.add_text_field("aliases", tokenizer_name=english)
+    b.add_text_field("heading", stored=True, tokenizer_name=english)
     b.add_text_field("tags", stored=True, tokenizer_name="raw")
-    b.add_text_field("tags_text", tokenizer_name="default")
-    b.add_text_field("text", stored=True, tokenizer_name="en_stem")
+    b.add_text_field("tags_text", tokenizer_name=WORDS_ANALYZER)
+    for field in TEXT_FIELDS:
+        b.add_text_field(field, stored=True, tokenizer_name=field_analyzer_name(field))
+    # Which text field holds the chunk, and the source's `language` it was chosen by.
+    b.add_text_field("text_field", stored=True, tokenizer_name="raw")
+    b.add_text_field("language", stored=True, tokenizer_name="raw")
     b.add_integer_field("modified", stored=True, indexed=True, fast=True)
     b.add_text_field("row_hash", stored=True, tokenizer_name="raw")
     b.add_text_field("facets", stored=False, tokenizer_name="raw")
@@ -60,7 +82,7 @@ def _build_schema() -> tantivy.Schema:
 SCHEMA = _build_schema()
 FIELDS = {
     "chunk_id", "doc_id", "source", "kind", "path", "path_text", "title", "aliases",
-    "heading", "tags", "tags_text", "text", "modified", "row_hash", "facets",
+    "heading", "tags", "tags_text", "modified", "row_hash", "facets", *TEXT_FIELDS,
 }  # fmt: skip
 # Fields on which ``field:*`` ("has a value") can run: Tantivy needs a fast field.
 FAST_FIELDS = {"modified"}
@@ -124,7 +146,14 @@ class FulltextIndex:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
+        if is_outdated(self.path):
+            raise IndexNeedsUpgradeError(
+                f"the full-text index in {self.path} was built by an older ragline; run "
+                "`ragline index` to rebuild it from the stored chunks (nothing is re-embedded)"
+            )
         self.index = tantivy.Index(SCHEMA, path=str(self.path), reuse=True)
+        register_analyzers(self.index)
+        _write_stamp(self.path)
 
     # ---- reading ----------------------------------------------------------
 
@@ -135,8 +164,9 @@ class FulltextIndex:
     def num_docs(self) -> int:
         return int(self.index.searcher().num_docs)
 
-    def row_hashes(self, source: str | None = None) -> dict[str, str]:
-        """``chunk_id → row_hash`` for one source (or all)."""
+    def row_hashes(self, source: str | None = None, language: str | None = None) -> dict[str, str]:
+        """``chunk_id → row_hash`` for one source (or all). With ``language`` (the
+        source's setting), a row indexed under another setting maps to "" (stale)."""
         searcher = self.index.searcher()
         total = int(searcher.num_docs)
         if total == 0:
@@ -149,18 +179,27 @@ class FulltextIndex:
         out: dict[str, str] = {}
         for _score, address in result.hits:
             doc = searcher.doc(address)
-            out[doc["chunk_id"][0]] = doc["row_hash"][0]
+            stale = language is not None and (doc.get_first("language") or "auto") != language
+            out[doc["chunk_id"][0]] = "" if stale else doc["row_hash"][0]
         return out
+
+    @staticmethod
+    def _query_fields(searcher: tantivy.Searcher) -> list[str]:
+        """The fields a query searches: the text fields of the languages the index
+        holds (a term lookup each) besides the default ones."""
+        others = [f for f in TEXT_FIELDS[1:] if searcher.doc_freq("text_field", f) > 0]
+        return [*DEFAULT_FIELDS, *others]
 
     def search(self, text: str, filters: SearchFilters, limit: int) -> list[Bm25Hit]:
         """BM25 hits for the user's ``text`` within ``filters``, best first."""
         searcher = self.index.searcher()
+        fields = self._query_fields(searcher)
         try:
-            result = self._search(searcher, self._user_query(text), filters, limit)
+            result = self._search(searcher, self._user_query(text, fields), filters, limit)
         except ValueError:
             # Syntax the parser accepted but the searcher refuses: search the words.
             try:
-                result = self._search(searcher, self._words_query(text), filters, limit)
+                result = self._search(searcher, self._words_query(text, fields), filters, limit)
             except ValueError as exc:
                 raise _query_error(text, exc) from None
         if result is None:
@@ -192,11 +231,13 @@ class FulltextIndex:
         if not ids:
             return {}
         searcher = self.index.searcher()
+        fields = self._query_fields(searcher)
         try:
-            return self._highlights(searcher, self._user_query(text), ids, max_chars)
+            return self._highlights(searcher, self._user_query(text, fields), ids, max_chars)
         except ValueError:
             try:
-                return self._highlights(searcher, self._words_query(text), ids, max_chars)
+                query = self._words_query(text, fields)
+                return self._highlights(searcher, query, ids, max_chars)
             except ValueError:
                 return {}  # snippets then fall back to the chunk's first line
 
@@ -206,38 +247,43 @@ class FulltextIndex:
     ) -> dict[str, Highlighted]:
         if query is None:
             return {}
-        generator = tantivy.SnippetGenerator.create(searcher, query, SCHEMA, "text")
-        generator.set_max_num_chars(max_chars)
+        generators: dict[str, tantivy.SnippetGenerator] = {}
         id_query = tantivy.Query.term_set_query(SCHEMA, "chunk_id", ids)
         out: dict[str, Highlighted] = {}
         for _score, address in searcher.search(id_query, limit=len(ids), count=False).hits:
             doc = searcher.doc(address)
+            field = doc.get_first("text_field") or DEFAULT_TEXT_FIELD
+            generator = generators.get(field)
+            if generator is None:
+                generator = tantivy.SnippetGenerator.create(searcher, query, SCHEMA, field)
+                generator.set_max_num_chars(max_chars)
+                generators[field] = generator
             snippet = generator.snippet_from_doc(doc)
             ranges = [(r.start, r.end) for r in snippet.highlighted()]
             if ranges:
                 out[doc["chunk_id"][0]] = Highlighted(snippet.fragment(), ranges)
         return out
 
-    def _user_query(self, text: str) -> tantivy.Query | None:
+    def _user_query(self, text: str, fields: list[str]) -> tantivy.Query | None:
         cleaned = sanitize_query(text).strip()
         if not cleaned:
             return None
         query, errors = self.index.parse_query_lenient(
-            cleaned, default_field_names=DEFAULT_FIELDS, field_boosts=FIELD_BOOSTS
+            bigram_query_text(cleaned), default_field_names=fields, field_boosts=FIELD_BOOSTS
         )
         if errors:
             # Syntax the parser could not honour (an unbalanced quote, a lone
             # operator): search the words themselves rather than a partial query.
-            return self._words_query(text)
+            return self._words_query(text, fields)
         return query
 
-    def _words_query(self, text: str) -> tantivy.Query | None:
+    def _words_query(self, text: str, fields: list[str]) -> tantivy.Query | None:
         """``text``'s words alone, every piece of query syntax dropped."""
         words = " ".join(_WORD.findall(text))
         if not words:
             return None
         query, _ = self.index.parse_query_lenient(
-            words, default_field_names=DEFAULT_FIELDS, field_boosts=FIELD_BOOSTS
+            bigram_query_text(words), default_field_names=fields, field_boosts=FIELD_BOOSTS
         )
         return query
 
@@ -288,29 +334,34 @@ class FulltextIndex:
 
     # ---- writing ----------------------------------------------------------
 
-    def sync_source(self, source: str, rows: Iterable[Mapping[str, Any]]) -> tuple[int, int]:
+    def sync_source(
+        self, source: str, rows: Iterable[Mapping[str, Any]], language: str = "auto"
+    ) -> tuple[int, int]:
         """Make the index hold exactly ``rows`` for ``source``; returns (written, deleted)."""
         wanted = {row["chunk_id"]: row for row in rows}
-        present = self.row_hashes(source)
+        present = self.row_hashes(source, language)
         stale = [
             cid for cid, h in present.items() if cid not in wanted or wanted[cid]["row_hash"] != h
         ]
         new = [row for cid, row in wanted.items() if present.get(cid) != row["row_hash"]]
         if not stale and not new:
             return 0, 0
-        self.replace(stale, new)
+        self.replace(stale, new, language)
         deleted = sum(1 for cid in stale if cid not in wanted)
         return len(new), deleted
 
-    def replace(self, stale: Iterable[str], rows: Iterable[Mapping[str, Any]]) -> None:
+    def replace(
+        self, stale: Iterable[str], rows: Iterable[Mapping[str, Any]], language: str = "auto"
+    ) -> None:
         """Delete the chunk ids ``stale`` and add ``rows`` (which may be streamed), in
-        one commit: readers see either the old or the new state."""
+        one commit: readers see either the old or the new state. ``language`` is the
+        rows' source's setting ("auto": detected per chunk)."""
         writer = self.index.writer(heap_size=_WRITER_HEAP, num_threads=1)
         try:
             for cid in stale:
                 writer.delete_documents_by_term("chunk_id", cid)
             for row in rows:
-                writer.add_document(_document(row))
+                writer.add_document(_document(row, language))
             writer.commit()
             writer.wait_merging_threads()
         except BaseException:
@@ -337,18 +388,27 @@ class FulltextIndex:
         self.index.reload()
 
     @classmethod
-    def rebuild(cls, path: Path, rows: Iterable[Mapping[str, Any]]) -> FulltextIndex:
-        """Recreate the index at ``path`` from ``rows`` (the LanceDB chunks)."""
+    def rebuild(
+        cls,
+        path: Path,
+        rows: Iterable[Mapping[str, Any]],
+        languages: Mapping[str, str] | None = None,
+    ) -> FulltextIndex:
+        """Recreate the index at ``path`` from ``rows`` (the LanceDB chunks);
+        ``languages`` maps source names to their ``language`` setting (default auto)."""
+        languages = languages or {}
         tmp = path.with_name(path.name + ".rebuild")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         index = tantivy.Index(SCHEMA, path=str(tmp), reuse=False)
+        register_analyzers(index)
         writer = index.writer(heap_size=_WRITER_HEAP, num_threads=1)
         for row in rows:
-            writer.add_document(_document(row))
+            writer.add_document(_document(row, languages.get(row["source"], "auto")))
         writer.commit()
         writer.wait_merging_threads()
         del writer, index
+        _write_stamp(tmp)
         old = path.with_name(path.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
         if path.exists():
@@ -358,9 +418,28 @@ class FulltextIndex:
         return cls(path)
 
 
-def _document(row: Mapping[str, Any]) -> tantivy.Document:
+def is_outdated(path: Path) -> bool:
+    """Whether ``path`` holds a Tantivy index of another schema or analyzers."""
+    if not (path / "meta.json").exists():
+        return False
+    try:
+        version = json.loads((path / _STAMP).read_text(encoding="utf-8")).get("version")
+    except (OSError, ValueError, AttributeError):
+        version = 1  # written before the stamp existed
+    return version != ANALYSIS_VERSION
+
+
+def _write_stamp(path: Path) -> None:
+    stamp = path / _STAMP
+    if not stamp.exists():
+        stamp.write_text(json.dumps({"version": ANALYSIS_VERSION}) + "\n", encoding="utf-8")
+
+
+def _document(row: Mapping[str, Any], language: str = "auto") -> tantivy.Document:
     tags = list(row.get("tags") or [])
     modified = row.get("modified")
+    text = row.get("text") or ""
+    field = text_field_for(language) or detect_text_field(text)
     return tantivy.Document(
         chunk_id=row["chunk_id"],
         doc_id=row["doc_id"],
@@ -373,7 +452,9 @@ def _document(row: Mapping[str, Any]) -> tantivy.Document:
         heading=row.get("heading") or "",
         tags=tags,
         tags_text=" ".join(t.replace("/", " ") for t in tags),
-        text=row.get("text") or "",
+        **{field: text},
+        text_field=field,
+        language=language,
         modified=_epoch(modified) or 0,
         row_hash=row["row_hash"],
         facets=list(row.get("facets") or []),

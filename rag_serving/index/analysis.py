@@ -1,0 +1,159 @@
+"""How text is cut into terms for keyword search, in every script.
+
+Words of scripts written with spaces (Latin, Cyrillic, Greek, Arabic, Devanagari…)
+are terms, combining marks included (Devanagari vowel signs, Arabic harakat), so a
+Hindi word stays one term. Scripts written without spaces (Han, Hiragana, Katakana,
+Hangul, Thai, Lao, Khmer, Myanmar) are indexed one character per term, with
+positions; a query's run of such characters is searched as overlapping two-character
+phrases (character bigrams) that are ORed, so any substring of two or more characters
+matches and a chunk holding the whole run ranks first.
+
+Latin-script text is stemmed for its language: each Latin language has its own
+Tantivy field (``text`` for English, ``text_fr`` …), and a chunk's text goes into
+exactly one of them, chosen by the source's ``language`` or detected per chunk
+(py3langid). The other scripts' Snowball stemmers (Russian, Arabic, Greek, Tamil)
+touch only their own letters, so every field chains them all.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from typing import Any
+
+import tantivy
+
+# Scripts whose words are not separated by spaces: one term per character.
+_NOSPACE = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}"
+TOKEN_PATTERN = rf"[{_NOSPACE}]|[[\p{{L}}\p{{N}}\p{{M}}]--[{_NOSPACE}]]+"
+# The same classes for Python's ``re`` (which has no \p): the ranges of those scripts.
+_NOSPACE_RANGES = (
+    "\u0e00-\u0eff"  # Thai, Lao
+    "\u1000-\u109f"  # Myanmar
+    "\u1780-\u17ff\u19e0-\u19ff"  # Khmer
+    "\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7ff"  # Hangul
+    "\u2e80-\u2fdf\u3005-\u3007\u3021-\u3029\u3038-\u303b"  # radicals, 々〆〇
+    "\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f"  # Hiragana, Katakana (half-width too)
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # Han
+    "\U00020000-\U0003134f"  # Han extensions
+)
+NOSPACE_RUN = re.compile(f"[{_NOSPACE_RANGES}]+")
+_LETTER = re.compile(r"[^\W\d_]")
+_LATIN_LETTER = re.compile(r"[A-Za-z\u00c0-\u024f\u1e00-\u1eff]")
+
+# Bytes: Tantivy drops longer terms (a 14-letter Devanagari word is 42 bytes).
+MAX_TERM_BYTES = 120
+
+# Latin-script languages with a Snowball stemmer in Tantivy, by ISO 639-1 code.
+LATIN_STEMMERS = {
+    "en": "english", "da": "danish", "de": "german", "es": "spanish", "fi": "finnish",
+    "fr": "french", "hu": "hungarian", "it": "italian", "nl": "dutch", "no": "norwegian",
+    "pt": "portuguese", "ro": "romanian", "sv": "swedish", "tr": "turkish",
+}  # fmt: skip
+# Stemmers of other scripts: each changes only words in its own script.
+SCRIPT_STEMMERS = ("russian", "arabic", "greek", "tamil")
+
+DEFAULT_TEXT_FIELD = "text"  # English, and every non-Latin script
+UNSTEMMED_TEXT_FIELD = "text_none"
+TEXT_FIELDS = (
+    DEFAULT_TEXT_FIELD,
+    UNSTEMMED_TEXT_FIELD,
+    *(f"text_{code}" for code in LATIN_STEMMERS if code != "en"),
+)
+# Analyzer names registered on every index.
+WORDS_ANALYZER = "ragline_words"  # unstemmed: paths, tags
+_MIN_DETECT_LETTERS = 40
+_MIN_DETECT_CONFIDENCE = 0.9
+
+
+def _analyzer(latin_stemmer: str | None) -> tantivy.TextAnalyzer:
+    builder = (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(TOKEN_PATTERN))
+        .filter(tantivy.Filter.remove_long(MAX_TERM_BYTES))
+        .filter(tantivy.Filter.lowercase())
+    )
+    if latin_stemmer is not None:
+        builder = builder.filter(tantivy.Filter.stemmer(latin_stemmer))
+        for stemmer in SCRIPT_STEMMERS:
+            builder = builder.filter(tantivy.Filter.stemmer(stemmer))
+    # After stemming: the Snowball stemmers of French, German… expect their accents.
+    return builder.filter(tantivy.Filter.ascii_fold()).build()
+
+
+def field_analyzer_name(field: str) -> str:
+    return f"ragline_{field}"
+
+
+def register_analyzers(index: tantivy.Index) -> None:
+    """Register ragline's analyzers on ``index`` (Tantivy does not store them)."""
+    index.register_tokenizer(WORDS_ANALYZER, _analyzer(None))
+    for field in TEXT_FIELDS:
+        index.register_tokenizer(field_analyzer_name(field), _analyzer(_stemmer_of(field)))
+
+
+def _stemmer_of(field: str) -> str | None:
+    if field == UNSTEMMED_TEXT_FIELD:
+        return None
+    code = "en" if field == DEFAULT_TEXT_FIELD else field.removeprefix("text_")
+    return LATIN_STEMMERS[code]
+
+
+def text_field_for(language: str) -> str | None:
+    """The field a configured ``language`` puts text in; None for "auto" (detect)."""
+    if language == "auto":
+        return None
+    if language == "none":
+        return UNSTEMMED_TEXT_FIELD
+    if language in LATIN_STEMMERS and language != "en":
+        return f"text_{language}"
+    return DEFAULT_TEXT_FIELD
+
+
+def detect_text_field(text: str) -> str:
+    """The field for ``text`` when its language is detected: a Latin-script text in a
+    language other than English, when py3langid is confident, gets that language's
+    field; everything else (English, short or mixed text, other scripts) the default."""
+    sample = text[:2000]
+    letters = len(_LETTER.findall(sample))
+    if letters < _MIN_DETECT_LETTERS:
+        return DEFAULT_TEXT_FIELD
+    if len(_LATIN_LETTER.findall(sample)) * 2 < letters:
+        return DEFAULT_TEXT_FIELD  # mostly another script: handled by the script's rules
+    code, confidence = _identifier().classify(sample)
+    if code == "en" or confidence < _MIN_DETECT_CONFIDENCE:
+        return DEFAULT_TEXT_FIELD
+    return f"text_{code}"
+
+
+@cache
+def _identifier() -> Any:
+    from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier
+
+    identifier = LanguageIdentifier.from_modelpath(MODEL_DIR / MODEL_FILE, norm_probs=True)
+    identifier.set_languages(list(LATIN_STEMMERS))
+    return identifier
+
+
+def bigram_query_text(text: str) -> str:
+    """``text`` with each unquoted run of three or more characters of a script without
+    spaces rewritten as quoted, overlapping two-character phrases ("機械学習" →
+    ``"機械" "械学" "学習"``); quoted phrases and runs after ``field:`` stay as typed."""
+    parts = text.split('"')
+    for i in range(0, len(parts), 2):  # even parts are outside quotes
+        parts[i] = NOSPACE_RUN.sub(_bigrams, parts[i])
+    return '"'.join(parts)
+
+
+def _bigrams(match: re.Match[str]) -> str:
+    run = match.group(0)
+    start = match.start()
+    if len(run) < 3 or (start > 0 and match.string[start - 1] == ":"):
+        return run
+    pairs = " ".join(f'"{run[i : i + 2]}"' for i in range(len(run) - 1))
+    return f" {pairs} "
+
+
+def analyze(text: str, field: str = DEFAULT_TEXT_FIELD) -> list[str]:
+    """The terms ``field``'s analyzer makes of ``text`` (for tests and `--explain`)."""
+    stemmer = _stemmer_of(field) if field in TEXT_FIELDS else None
+    return list(_analyzer(stemmer).analyze(text))
