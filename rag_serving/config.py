@@ -55,6 +55,9 @@ class SentenceTransformersConfig(_Strict):
     # Documents too: the same export, checked against PyTorch when it is made
     # (measured faster at equal retrieval quality, docs/benchmarks.md).
     document_backend: Literal["onnx", "torch"] = "onnx"
+    # Whether the model was trained on many languages. The bundled MiniLM knows
+    # English only: for a query mostly in another script, keyword search leads.
+    multilingual: bool = False
 
 
 class OllamaConfig(_Strict):
@@ -71,6 +74,7 @@ class OllamaConfig(_Strict):
     max_tokens: int = Field(default=512, ge=16)
     query_prefix: str = ""
     document_prefix: str = ""
+    multilingual: bool = False  # true for bge-m3, multilingual-e5 …: see SentenceTransformersConfig
 
 
 EmbedderConfig = Annotated[
