@@ -38,6 +38,7 @@ from rag_serving.search.fusion import (
     single_list,
     zscore_fusion,
 )
+from rag_serving.search.weights import list_weights
 from rag_serving.status import scanned_after
 from rag_serving.suggest import did_you_mean
 
@@ -246,20 +247,18 @@ class SearchEngine:
         self._check_symbols(filters.symbols)
         depth = max(settings.candidates, k)
         self.fulltext.reload()
+        bm25_weight, vector_weight = list_weights(
+            query, settings.weights, self.config.embedder.multilingual
+        )
         lists: list[RankedList] = []
         if mode in ("hybrid", "bm25"):
             bm25 = self.fulltext.search(query, filters, depth)
             lists.append(
-                RankedList(
-                    "bm25",
-                    [h.chunk_id for h in bm25],
-                    [h.score for h in bm25],
-                    settings.weights.bm25,
-                )
+                RankedList("bm25", [h.chunk_id for h in bm25], [h.score for h in bm25], bm25_weight)
             )
         if mode in ("hybrid", "vector"):
             ids, sims = self._vector_search(query, filters, depth)
-            lists.append(RankedList("vector", ids, sims, settings.weights.vector))
+            lists.append(RankedList("vector", ids, sims, vector_weight))
         fused = self._fuse(lists) if mode == "hybrid" else single_list(lists[0])
         hits = self._materialize(query, fused, k)
         return SearchResult(query, mode, filters, hits, self.notice)
