@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from rag_serving.search.fusion import RankedList, reciprocal_rank_fusion, single_list
+from rag_serving.search.fusion import (
+    RankedList,
+    convex_fusion,
+    reciprocal_rank_fusion,
+    single_list,
+    zscore_fusion,
+)
 
 
 def test_rrf_scores_follow_the_formula() -> None:
@@ -118,3 +124,32 @@ def test_zscore_fusion_handles_flat_and_empty_lists() -> None:
     hits = zscore_fusion([flat, RankedList("vector", [], [])])
     assert [(h.id, h.score) for h in hits] == [("x", 0.3), ("y", 0.3)]
     assert zscore_fusion([]) == []
+
+
+def test_a_short_bm25_list_counts_its_unmatched_at_zero() -> None:
+    # One exact match in a keyword list of depth 200 against a full vector list: the
+    # match is far above the (unlisted, zero-scored) rest, not a neutral 1.
+    vector = RankedList(
+        "vector", [f"v{i}" for i in range(200)], [0.4 - i / 1000 for i in range(200)]
+    )
+    alone = RankedList("bm25", ["match"], [19.0], 0.3)
+    padded = RankedList("bm25", ["match"], [19.0], 0.3, floor=0.0, depth=200)
+    assert zscore_fusion([alone, vector])[0].id == "v0"
+    assert zscore_fusion([padded, vector])[0].id == "match"
+    convex = {hit.id: hit for hit in convex_fusion([padded, vector])}
+    assert convex["match"].explain["bm25"].contribution == pytest.approx(0.3)  # (19 - 0) / 19
+    # A full list is normalised over its own scores, as before.
+    full = RankedList("bm25", ["a", "b"], [3.0, 1.0], 1.0, floor=0.0, depth=2)
+    assert full.score_sample() == [3.0, 1.0]
+
+
+def test_a_query_in_a_script_the_embedder_does_not_know_lets_keywords_lead() -> None:
+    from rag_serving.config import SearchWeights
+    from rag_serving.search.weights import list_weights
+
+    weights = SearchWeights(bm25=0.3, vector=1.0)
+    assert list_weights("how are results fused", weights, multilingual=False) == (0.3, 1.0)
+    assert list_weights("农历节气", weights, multilingual=False) == (1.0, 0.3)
+    assert list_weights("الكتاب", weights, multilingual=False) == (1.0, 0.3)
+    assert list_weights("農暦 calendar plugin", weights, multilingual=False) == (0.3, 1.0)
+    assert list_weights("农历节气", weights, multilingual=True) == (0.3, 1.0)

@@ -254,7 +254,14 @@ class SearchEngine:
         if mode in ("hybrid", "bm25"):
             bm25 = self.fulltext.search(query, filters, depth)
             lists.append(
-                RankedList("bm25", [h.chunk_id for h in bm25], [h.score for h in bm25], bm25_weight)
+                RankedList(
+                    "bm25",
+                    [h.chunk_id for h in bm25],
+                    [h.score for h in bm25],
+                    bm25_weight,
+                    floor=0.0,
+                    depth=depth,
+                )
             )
         if mode in ("hybrid", "vector"):
             ids, sims = self._vector_search(query, filters, depth)

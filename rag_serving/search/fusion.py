@@ -16,6 +16,20 @@ class RankedList:
     ids: Sequence[str]
     scores: Sequence[float]
     weight: float = 1.0
+    # For a retriever that scores every unlisted item ``floor`` (BM25: 0, no term
+    # matched): a list shorter than ``depth`` holds every match, and the score
+    # statistics of the weighted-sum fusions count the unlisted up to ``depth`` at
+    # ``floor``. Without this a lone match (an exact Chinese phrase) normalises to 1
+    # and is outvoted by any outlier of a full list.
+    floor: float | None = None
+    depth: int = 0
+
+    def score_sample(self) -> list[float]:
+        """The scores the normalisation is computed over."""
+        scores = [float(s) for s in self.scores]
+        if self.floor is None or len(scores) >= self.depth:
+            return scores
+        return scores + [self.floor] * (self.depth - len(scores))
 
 
 @dataclass(frozen=True)
@@ -101,7 +115,8 @@ def _weighted_sum(
         if ranked.weight == 0 or not ranked.ids:
             continue
         scores = [float(s) for s in ranked.scores]
-        low, spread = min(scores), scale(scores)
+        sample = ranked.score_sample()
+        low, spread = min(sample), scale(sample)
         for position, (doc_id, score) in enumerate(zip(ranked.ids, scores, strict=True)):
             normalised = (score - low) / spread if spread > 0 else 1.0
             contribution = ranked.weight * normalised
