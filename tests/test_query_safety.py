@@ -229,13 +229,13 @@ def test_long_path_filters(engine: SearchEngine, mode: str) -> None:
 def test_bm25_path_filter_matches_names_with_newlines(tmp_path: Path) -> None:
     index = FulltextIndex(tmp_path / "fulltext")
     rows = [
-        {"chunk_id": f"c{i}", "doc_id": f"d{i}", "source": "s", "path": path, "text": "tomato",
+        {"chunk_id": f"{i:032x}", "doc_id": f"d{i}", "source": "s", "path": path, "text": "tomato",
          "row_hash": "h", "modified": datetime(2024, 1, 1, tzinfo=UTC)}
         for i, path in enumerate(["odd\nname.md", "odd.md", "other.md"])
     ]  # fmt: skip
     index.replace([], rows)
     hits = index.search("tomato", SearchFilters(path_prefix="odd"), 10)
-    assert {hit.chunk_id for hit in hits} == {"c0", "c1"}
+    assert {hit.chunk_id for hit in hits} == {f"{0:032x}", f"{1:032x}"}
 
 
 @pytest.mark.parametrize("prefix", ["..", "../notes", "hidden/../../etc", "..\\x"])

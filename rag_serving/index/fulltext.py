@@ -74,6 +74,10 @@ def _build_schema() -> tantivy.Schema:
     b.add_text_field("text_field", stored=True, tokenizer_name="raw")
     b.add_text_field("language", stored=True, tokenizer_name="raw")
     b.add_integer_field("modified", stored=True, indexed=True, fast=True)
+    # The chunk id (32 hex digits) as two columns: a search reads its hits' ids without
+    # opening the stored documents (~0.1 ms a hit).
+    b.add_unsigned_field("id_high", stored=False, indexed=False, fast=True)
+    b.add_unsigned_field("id_low", stored=False, indexed=False, fast=True)
     b.add_text_field("row_hash", stored=True, tokenizer_name="raw")
     b.add_text_field("facets", stored=False, tokenizer_name="raw")
     return b.build()
@@ -204,13 +208,17 @@ class FulltextIndex:
                 raise _query_error(text, exc) from None
         if result is None:
             return []
-        hits = []
-        for score, address in result.hits:
-            doc = searcher.doc(address)
-            if filters.path_prefix and not doc["path"][0].startswith(filters.path_prefix):
-                continue  # past the bytes the regex could hold
-            hits.append(Bm25Hit(doc["chunk_id"][0], float(score)))
-        return hits
+        hits = result.hits
+        if filters.path_prefix:  # past the bytes the regex could hold
+            prefix = filters.path_prefix
+            hits = [h for h in hits if searcher.doc(h[1])["path"][0].startswith(prefix)]
+        addresses = [address for _score, address in hits]
+        high = searcher.fast_field_values("id_high", addresses)
+        low = searcher.fast_field_values("id_low", addresses)
+        return [
+            Bm25Hit(f"{h:016x}{lo:016x}", float(score))
+            for (score, _address), h, lo in zip(hits, high, low, strict=True)
+        ]
 
     def _search(
         self,
@@ -440,8 +448,9 @@ def _document(row: Mapping[str, Any], language: str = "auto") -> tantivy.Documen
     modified = row.get("modified")
     text = row.get("text") or ""
     field = text_field_for(language) or detect_text_field(text)
-    return tantivy.Document(
-        chunk_id=row["chunk_id"],
+    chunk_id = row["chunk_id"]
+    document = tantivy.Document(
+        chunk_id=chunk_id,
         doc_id=row["doc_id"],
         source=row["source"],
         kind=row.get("kind") or "",
@@ -459,6 +468,10 @@ def _document(row: Mapping[str, Any], language: str = "auto") -> tantivy.Documen
         row_hash=row["row_hash"],
         facets=list(row.get("facets") or []),
     )
+    # add_unsigned: a keyword argument is taken as i64 and fails at 2**63.
+    document.add_unsigned("id_high", int(chunk_id[:16], 16))
+    document.add_unsigned("id_low", int(chunk_id[16:32], 16))
+    return document
 
 
 def _epoch(value: datetime | None) -> int | None:
