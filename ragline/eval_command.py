@@ -151,7 +151,7 @@ def index_settings(base: RaglineConfig | None) -> dict[str, dict[str, Any]]:
 def write_eval_config(work: Path, base: RaglineConfig | None) -> RaglineConfig:
     """Write ``<work>/ragline.toml`` (one markdown source, ``eval``) and load it."""
     sections = dict(index_settings(base))
-    sections["search"] = (base or RaglineConfig()).search.model_dump(mode="json")
+    sections["search"] = (base or RaglineConfig()).search.model_dump(mode="json", exclude_none=True)
     lines = [
         "# Written by `ragline eval`; rewritten on every run.",
         f"data_dir = {_toml_value(str(work / 'index'))}",
