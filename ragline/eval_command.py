@@ -213,6 +213,18 @@ def _restored_config_env() -> Iterator[None]:
             os.environ[CONFIG_ENV] = saved
 
 
+def _fulltext_outdated(config: RaglineConfig) -> bool:
+    """Whether the live full-text index was written by an older ragline (an index
+    run then rebuilds it from the stored chunks, nothing re-embedded)."""
+    from rag_serving.index.fulltext import is_outdated
+    from rag_serving.index.layout import IndexLayout
+    from rag_serving.index.manifest import read_manifest
+
+    layout = IndexLayout(config.data_dir)
+    active = read_manifest(layout.manifest_path, missing_ok=True, upgrading=True).active
+    return active is not None and is_outdated(layout.fulltext_dir(active.key))
+
+
 def prepare_index(
     dataset: BeirDataset,
     work: Path,
@@ -237,6 +249,7 @@ def prepare_index(
         and all(state.get(key) == value for key, value in wanted.items())
         and isinstance(state.get("notes"), dict)
         and (config.data_dir / "index.json").is_file()
+        and not _fulltext_outdated(config)
     ):
         return PreparedIndex(config, dict(state["notes"]), reused=True)
 
