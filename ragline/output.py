@@ -56,6 +56,9 @@ def render_search(result: SearchResult, explain: bool) -> None:
                 for name, e in hit.explain.items()
             ]
             console.print(f"    [dim]explain: {'; '.join(parts) or '-'}[/]")
+    if explain and result.timings:
+        stages = ", ".join(f"{name} {ms:.1f}" for name, ms in result.timings.items())
+        console.print(f"[dim]time (ms): {stages}[/]")
 
 
 def _hit_line(hit: SearchHit) -> str:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -114,6 +117,10 @@ class SearchResult:
     filters: SearchFilters
     hits: list[SearchHit]
     notice: str | None = None  # e.g. searching with the live vectors during a model switch
+    # Milliseconds per stage: prepare (filters, index refresh), bm25, embed (the query
+    # vector), vector (the LanceDB search), fuse, rows (hits read back from LanceDB),
+    # snippets, staleness; total.
+    timings: dict[str, float] = field(default_factory=dict)
 
     def as_json(self, with_explain: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -123,7 +130,29 @@ class SearchResult:
         }
         if self.notice:
             data["notice"] = self.notice
+        if with_explain:
+            data["timings_ms"] = {k: round(v, 2) for k, v in self.timings.items()}
         return data
+
+
+class StageTimer:
+    """Wall time per named stage of one search, in milliseconds."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.ms: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        begin = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.ms[name] = self.ms.get(name, 0.0) + (time.perf_counter() - begin) * 1000
+
+    def done(self) -> dict[str, float]:
+        self.ms["total"] = (time.perf_counter() - self.started) * 1000
+        return self.ms
 
 
 class SearchEngine:
@@ -241,18 +270,21 @@ class SearchEngine:
             raise FilterError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
         if k < 1:
             raise FilterError(f"k must be at least 1, got {k}")
-        self.refresh()
-        filters = validate_filters(filters or SearchFilters(), self.vocabulary())
-        check_query(query)
-        self._check_symbols(filters.symbols)
+        timer = StageTimer()
+        with timer.stage("prepare"):
+            self.refresh()
+            filters = validate_filters(filters or SearchFilters(), self.vocabulary())
+            check_query(query)
+            self._check_symbols(filters.symbols)
+            self.fulltext.reload()
         depth = max(settings.candidates, k)
-        self.fulltext.reload()
         bm25_weight, vector_weight = list_weights(
             query, settings.weights, self.config.embedder.multilingual
         )
         lists: list[RankedList] = []
         if mode in ("hybrid", "bm25"):
-            bm25 = self.fulltext.search(query, filters, depth)
+            with timer.stage("bm25"):
+                bm25 = self.fulltext.search(query, filters, depth)
             lists.append(
                 RankedList(
                     "bm25",
@@ -264,11 +296,12 @@ class SearchEngine:
                 )
             )
         if mode in ("hybrid", "vector"):
-            ids, sims = self._vector_search(query, filters, depth)
+            ids, sims = self._vector_search(query, filters, depth, timer)
             lists.append(RankedList("vector", ids, sims, vector_weight))
-        fused = self._fuse(lists) if mode == "hybrid" else single_list(lists[0])
-        hits = self._materialize(query, fused, k)
-        return SearchResult(query, mode, filters, hits, self.notice)
+        with timer.stage("fuse"):
+            fused = self._fuse(lists) if mode == "hybrid" else single_list(lists[0])
+        hits = self._materialize(query, fused, k, timer)
+        return SearchResult(query, mode, filters, hits, self.notice, timer.done())
 
     def _check_symbols(self, symbols: tuple[str, ...]) -> None:
         """Fail, with close matches, on a symbol no served chunk has."""
@@ -303,25 +336,28 @@ class SearchEngine:
         return reciprocal_rank_fusion(lists, k=settings.rrf_k)
 
     def _vector_search(
-        self, query: str, filters: SearchFilters, depth: int
+        self, query: str, filters: SearchFilters, depth: int, timer: StageTimer | None = None
     ) -> tuple[list[str], list[float]]:
         assert self.generation is not None
+        timer = timer or StageTimer()
         if not self.store.table_exists(self.generation.table):
             return [], []
-        vector = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
+        with timer.stage("embed"):
+            vector = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
         expected = self.generation.fingerprint.dimension
         if vector.shape != (expected,):
             raise EmbedderMismatchError(
                 f"the query embedder gives {vector.shape[-1]}-dimensional vectors but the "
                 f"index holds {expected}; run `ragline index --full`"
             )
-        chunks = self.store.chunks(self.generation.table)
-        search = chunks.search(vector).distance_type("cosine")
-        where = filters.to_sql()
-        if where:
-            search = search.where(where, prefilter=True)
-        search = self._with_index_params(search, chunks, filtered=bool(where))
-        table = search.select(["chunk_id", "_distance"]).limit(depth).to_arrow()
+        with timer.stage("vector"):
+            chunks = self.store.chunks(self.generation.table)
+            search = chunks.search(vector).distance_type("cosine")
+            where = filters.to_sql()
+            if where:
+                search = search.where(where, prefilter=True)
+            search = self._with_index_params(search, chunks, filtered=bool(where))
+            table = search.select(["chunk_id", "_distance"]).limit(depth).to_arrow()
         ids = table.column("chunk_id").to_pylist()
         sims = [1.0 - float(d) for d in table.column("_distance").to_pylist()]
         return ids, sims
@@ -340,20 +376,27 @@ class SearchEngine:
         search = search.nprobes(index.nprobes).refine_factor(REFINE_FACTOR)
         return search.maximum_nprobes(0) if filtered else search
 
-    def _materialize(self, query: str, fused: list[FusedHit], k: int) -> list[SearchHit]:
+    def _materialize(
+        self, query: str, fused: list[FusedHit], k: int, timer: StageTimer | None = None
+    ) -> list[SearchHit]:
         """Fetch the chunks' rows from LanceDB, the source of truth (a chunk the
         full-text index still holds but LanceDB no longer does is dropped)."""
         assert self.generation is not None
+        timer = timer or StageTimer()
         if not fused or not self.store.table_exists(self.generation.table):
             return []
-        wanted = [hit.id for hit in fused[: k * 2]]
-        table = self.store.read(
-            self.generation.table, where=sql_in("chunk_id", wanted), columns=_HIT_COLUMNS
-        )
-        rows = {row["chunk_id"]: row for row in table.to_pylist()}
-        kept = [hit for hit in fused if hit.id in rows][:k]
-        highlights = self.fulltext.highlights(query, [hit.id for hit in kept], SNIPPET_CHARS)
-        staleness = self.staleness([rows[hit.id] for hit in kept])
+        with timer.stage("rows"):
+            wanted = [hit.id for hit in fused[: k * 2]]
+            table = self.store.read(
+                self.generation.table, where=sql_in("chunk_id", wanted), columns=_HIT_COLUMNS
+            )
+            rows = {row["chunk_id"]: row for row in table.to_pylist()}
+            kept = [hit for hit in fused if hit.id in rows][:k]
+        with timer.stage("snippets"):
+            ids = [hit.id for hit in kept]
+            highlights = self.fulltext.highlights(query, ids, SNIPPET_CHARS)
+        with timer.stage("staleness"):
+            staleness = self.staleness([rows[hit.id] for hit in kept])
         hits = []
         for rank, hit in enumerate(kept, start=1):
             row = rows[hit.id]
