@@ -27,6 +27,7 @@ from rag_serving.index.analysis import (
     WORDS_ANALYZER,
     bigram_query_text,
     detect_text_field,
+    document_field,
     field_analyzer_name,
     register_analyzers,
     text_field_for,
@@ -52,7 +53,7 @@ DOCUMENT_ROW_WEIGHT = 2.0
 _CHUNK, _DOCUMENT = "chunk", "document"
 # Bumped when the schema or an analyzer changes: an index with another version is
 # rebuilt from LanceDB by the next `ragline index` (no re-embedding).
-ANALYSIS_VERSION = 3
+ANALYSIS_VERSION = 4
 _STAMP = "ragline-fulltext.json"
 _WRITER_HEAP = 64_000_000
 # Tantivy compiles a regex query into an automaton of at most 1,000 states (about one
@@ -79,6 +80,7 @@ def _build_schema() -> tantivy.Schema:
     b.add_text_field("tags_text", tokenizer_name=WORDS_ANALYZER)
     for field in TEXT_FIELDS:
         b.add_text_field(field, stored=True, tokenizer_name=field_analyzer_name(field))
+        b.add_text_field(document_field(field), tokenizer_name=field_analyzer_name(field))
     # Which text field holds the chunk, and the source's `language` it was chosen by.
     b.add_text_field("text_field", stored=True, tokenizer_name="raw")
     b.add_text_field("language", stored=True, tokenizer_name="raw")
@@ -244,7 +246,13 @@ class FulltextIndex:
                 raise _query_error(text, exc) from None
         if not chunks:
             return []
-        documents = self._search(searcher, query, filters, limit, _DOCUMENT)
+        # Document rows: their text fields only (the chunks carry title, path, tags).
+        document_fields = [document_field(f) for f in fields if f in TEXT_FIELDS]
+        try:
+            document_query = self._user_query(text, document_fields)
+            documents = self._search(searcher, document_query, filters, limit, _DOCUMENT)
+        except ValueError:
+            documents = []
         if filters.path_prefix:  # past the bytes the regex could hold
             prefix = filters.path_prefix
             chunks = [h for h in chunks if searcher.doc(h[1])["path"][0].startswith(prefix)]
@@ -591,11 +599,8 @@ def _document_row(chunks: Sequence[Mapping[str, Any]], language: str) -> tantivy
         kind=first.get("kind") or "",
         path=first.get("path") or "",
         path_text=(first.get("path") or "").replace("/", " "),
-        title=first.get("title") or "",
-        aliases=list(first.get("aliases") or []),
         tags=tags,
-        tags_text=" ".join(t.replace("/", " ") for t in tags),
-        **{field: text},
+        **{document_field(field): text},
         text_field=field,
         language=language,
         modified=_epoch(first.get("modified")) or 0,
