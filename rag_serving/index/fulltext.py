@@ -403,7 +403,12 @@ class FulltextIndex:
                     ),
                 )
             )
-        return tantivy.Query.boolean_query(must)
+        # Filters decide what matches, not how well: a term query would add its own
+        # BM25 (a tag's, differing with each document's tag count) to the score.
+        filters_only = [
+            (occur, tantivy.Query.const_score_query(clause, 0.0)) for occur, clause in must[1:]
+        ]
+        return tantivy.Query.boolean_query([must[0], *filters_only])
 
     # ---- writing ----------------------------------------------------------
 
