@@ -25,6 +25,10 @@ from benchmarks.report import SHARED_DATA, save
 
 SETTINGS: dict[str, dict] = {
     "zscore, bm25 weight 0.3, 200 candidates (default)": {},
+    "zscore, bm25 weight 0.5, 200 candidates": {"weights": {"bm25": 0.5, "vector": 1.0}},
+    "rrf k=60, equal weights, 200 candidates": {
+        "fusion": "rrf", "weights": {"bm25": 1.0, "vector": 1.0},
+    },
     "convex (min-max), bm25 weight 0.5, 50 candidates (previous default)": {
         "fusion": "convex", "weights": {"bm25": 0.5, "vector": 1.0}, "candidates": 50,
     },
