@@ -144,10 +144,28 @@ def _identifier() -> Any:
     return identifier
 
 
+# A chunk's runs of those scripts are also indexed as their bigrams in this field
+# (whitespace-separated): BM25 then weighs a bigram by how rare the bigram is, where a
+# two-character phrase over single characters gets the sum of the characters' weights
+# (common kana and the particles の, は would count as much as a rare compound).
+BIGRAM_FIELD = "text_bigrams"
+
+
+def bigrams_of(text: str) -> str:
+    """The bigrams of ``text``'s runs of scripts without spaces, space-separated."""
+    return " ".join(
+        run[i : i + 2]
+        for run in (m.group(0).lower() for m in NOSPACE_RUN.finditer(text))
+        for i in range(len(run) - 1)
+    )
+
+
 def bigram_query_text(text: str) -> str:
-    """``text`` with each unquoted run of three or more characters of a script without
-    spaces rewritten as quoted, overlapping two-character phrases ("機械学習" →
-    ``"機械" "械学" "学習"``); quoted phrases and runs after ``field:`` stay as typed."""
+    """``text`` with each unquoted run of two or more characters of a script without
+    spaces rewritten as quoted, overlapping two-character phrases (for the text,
+    title, path fields and the snippets) and as the bigram field's terms ("機械学習" →
+    ``"機械" "械学" "学習" text_bigrams:機械 …``); quoted phrases and runs after
+    ``field:`` stay as typed."""
     parts = text.split('"')
     for i in range(0, len(parts), 2):  # even parts are outside quotes
         parts[i] = NOSPACE_RUN.sub(_bigrams, parts[i])
@@ -157,10 +175,12 @@ def bigram_query_text(text: str) -> str:
 def _bigrams(match: re.Match[str]) -> str:
     run = match.group(0)
     start = match.start()
-    if len(run) < 3 or (start > 0 and match.string[start - 1] == ":"):
+    if len(run) < 2 or (start > 0 and match.string[start - 1] == ":"):
         return run
-    pairs = " ".join(f'"{run[i : i + 2]}"' for i in range(len(run) - 1))
-    return f" {pairs} "
+    pieces = [run[i : i + 2] for i in range(len(run) - 1)]
+    phrases = " ".join(f'"{piece}"' for piece in pieces) if len(run) > 2 else run
+    terms = " ".join(f"{BIGRAM_FIELD}:{piece.lower()}" for piece in pieces)
+    return f" {phrases} {terms} "
 
 
 def analyze(text: str, field: str = DEFAULT_TEXT_FIELD) -> list[str]:

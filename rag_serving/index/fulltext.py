@@ -22,10 +22,12 @@ import tantivy
 
 from rag_serving.errors import IndexNeedsUpgradeError, QueryError
 from rag_serving.index.analysis import (
+    BIGRAM_FIELD,
     DEFAULT_TEXT_FIELD,
     TEXT_FIELDS,
     WORDS_ANALYZER,
     bigram_query_text,
+    bigrams_of,
     detect_text_field,
     document_field,
     field_analyzer_name,
@@ -53,7 +55,7 @@ DOCUMENT_ROW_WEIGHT = 2.0
 _CHUNK, _DOCUMENT = "chunk", "document"
 # Bumped when the schema or an analyzer changes: an index with another version is
 # rebuilt from LanceDB by the next `ragline index` (no re-embedding).
-ANALYSIS_VERSION = 4
+ANALYSIS_VERSION = 5
 _STAMP = "ragline-fulltext.json"
 _WRITER_HEAP = 64_000_000
 # Tantivy compiles a regex query into an automaton of at most 1,000 states (about one
@@ -82,6 +84,7 @@ def _build_schema() -> tantivy.Schema:
         b.add_text_field(field, stored=True, tokenizer_name=field_analyzer_name(field))
         b.add_text_field(document_field(field), tokenizer_name=field_analyzer_name(field))
     # Which text field holds the chunk, and the source's `language` it was chosen by.
+    b.add_text_field(BIGRAM_FIELD, tokenizer_name="whitespace")
     b.add_text_field("text_field", stored=True, tokenizer_name="raw")
     b.add_text_field("language", stored=True, tokenizer_name="raw")
     b.add_integer_field("modified", stored=True, indexed=True, fast=True)
@@ -100,7 +103,7 @@ def _build_schema() -> tantivy.Schema:
 SCHEMA = _build_schema()
 FIELDS = {
     "chunk_id", "doc_id", "source", "kind", "path", "path_text", "title", "aliases",
-    "heading", "tags", "tags_text", "modified", "row_hash", "facets", *TEXT_FIELDS,
+    "heading", "tags", "tags_text", "modified", "row_hash", "facets", BIGRAM_FIELD, *TEXT_FIELDS,
 }  # fmt: skip
 # Fields on which ``field:*`` ("has a value") can run: Tantivy needs a fast field.
 FAST_FIELDS = {"modified"}
@@ -558,6 +561,7 @@ def _document(row: Mapping[str, Any], language: str = "auto") -> tantivy.Documen
         tags=tags,
         tags_text=" ".join(t.replace("/", " ") for t in tags),
         **{field: text},
+        text_bigrams=bigrams_of(text),
         text_field=field,
         language=language,
         modified=_epoch(modified) or 0,
