@@ -291,3 +291,22 @@ def test_bytes_that_are_not_utf8_are_one_line(index: RaglineConfig, args: list[s
     """A shell passes undecodable bytes as lone surrogates (`printf 'hello \\xff'`); they
     crashed the tokenizer, Tantivy and the terminal."""
     assert_one_line_error(search_cli(index, *args), "not valid UTF-8")
+
+
+def test_filters_do_not_change_bm25_scores(tmp_path: Path) -> None:
+    # A tag filter used to add the tag term's own BM25, which differs with how many
+    # tags a note has, and so reordered the hits.
+    index = FulltextIndex(tmp_path / "fulltext")
+    rows = [
+        {"chunk_id": f"{i:032x}", "doc_id": f"d{i}", "source": "s", "path": f"n{i}.md",
+         "text": "tomato " * (i + 1), "tags": tags, "row_hash": "h",
+         "modified": datetime(2024, 1, 1, tzinfo=UTC)}
+        for i, tags in enumerate([["garden"], ["garden", "a", "b", "c", "d"], ["garden", "x"]])
+    ]  # fmt: skip
+    index.replace([], rows)
+    plain = {hit.chunk_id: hit.score for hit in index.search("tomato", SearchFilters(), 10)}
+    tagged = {
+        hit.chunk_id: hit.score
+        for hit in index.search("tomato", SearchFilters(tags=("garden",), sources=("s",)), 10)
+    }
+    assert tagged == pytest.approx(plain)

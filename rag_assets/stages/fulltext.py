@@ -14,7 +14,7 @@ from rag_assets.stages.result import StageResult, utcnow
 from rag_serving.config import FileSourceConfig
 from rag_serving.embedders import Embedder
 from rag_serving.index import schema as schemas
-from rag_serving.index.fulltext import FulltextIndex, document_row_hashes
+from rag_serving.index.fulltext import FulltextIndex
 from rag_serving.index.manifest import read_manifest, write_manifest
 from rag_serving.index.store import IndexStore, sql_in, sql_string
 
@@ -24,7 +24,6 @@ FULLTEXT_COLUMNS = [
 ]  # fmt: skip
 ROW_BATCH = 1024  # LanceDB rows per Arrow batch when adding to Tantivy
 LOOKUP_LIMIT = 2000  # up to this many rows to add are looked up by id
-DOCUMENT_BATCH = 200  # documents whose rows are rebuilt, per LanceDB read
 
 
 def fulltext_rows(store: IndexStore, table: str, where: str | None) -> list[dict]:
@@ -56,24 +55,14 @@ def sync_fulltext(
     """
     generation = target_generation(store, embedder)
     scope = f"source = {sql_string(source.name)}"
-    keys = _row_keys(store, generation.table, scope)
-    lance = {row["chunk_id"]: row["row_hash"] for row in keys}
+    lance = _row_hashes(store, generation.table, scope)
     index = FulltextIndex(store.layout.fulltext_dir(generation.key))
     before = index.row_hashes(source.name, source.language)
     stale = [cid for cid, digest in before.items() if lance.get(cid) != digest]
     add = {cid for cid, digest in lance.items() if before.get(cid) != digest}
-    wanted_documents = document_row_hashes(keys)
-    documents_before = index.document_row_hashes(source.name, source.language)
-    stale_documents = [
-        d for d, digest in documents_before.items() if wanted_documents.get(d) != digest
-    ]
-    changed_documents = [
-        d for d, digest in wanted_documents.items() if documents_before.get(d) != digest
-    ]
-    if stale or add or stale_documents or changed_documents:
+    if stale or add:
         rows = _rows_to_add(store, generation.table, scope, add) if add else ()
-        documents = _document_chunks(store, generation.table, scope, changed_documents)
-        index.replace(stale, rows, source.language, stale_documents, documents)
+        index.replace(stale, rows, source.language)
     report(source.name, "fulltext", len(lance), len(lance))
     record_source_state(store, source.name, run_id, generation.key, len(lance))
     deleted = sum(1 for cid in stale if cid not in lance)
@@ -87,32 +76,12 @@ def sync_fulltext(
     return result
 
 
-def _row_keys(store: IndexStore, table: str, where: str) -> list[dict]:
-    """``chunk_id``, ``doc_id`` and ``row_hash`` of the source's served chunks."""
+def _row_hashes(store: IndexStore, table: str, where: str) -> dict[str, str]:
     if not store.table_exists(table):
-        return []
-    return store.read(table, where=where, columns=["chunk_id", "doc_id", "row_hash"]).to_pylist()
-
-
-def _document_chunks(
-    store: IndexStore, table: str, scope: str, doc_ids: Sequence[str]
-) -> Iterator[list[dict]]:
-    """The chunks of each of ``doc_ids`` (with their text), one document at a time,
-    read ``DOCUMENT_BATCH`` documents per query."""
-    for start in range(0, len(doc_ids), DOCUMENT_BATCH):
-        batch = doc_ids[start : start + DOCUMENT_BATCH]
-        where = f"{scope} AND {sql_in('doc_id', batch)}"
-        grouped: dict[str, list[dict]] = {}
-        for row in store.read(table, where=where, columns=FULLTEXT_COLUMNS).to_pylist():
-            grouped.setdefault(row["doc_id"], []).append(row)
-        aliases = {
-            d["doc_id"]: d["aliases"]
-            for d in store.read("documents", where=where.replace(scope + " AND ", ""),
-                                columns=["doc_id", "aliases"]).to_pylist()
-        }  # fmt: skip
-        for doc_id, chunks in grouped.items():
-            chunks[0]["aliases"] = aliases.get(doc_id) or []
-            yield chunks
+        return {}
+    rows = store.read(table, where=where, columns=["chunk_id", "row_hash"])
+    ids, hashes = rows.column("chunk_id").to_pylist(), rows.column("row_hash").to_pylist()
+    return dict(zip(ids, hashes, strict=True))
 
 
 def _rows_to_add(store: IndexStore, table: str, scope: str, wanted: set[str]) -> Iterator[dict]:

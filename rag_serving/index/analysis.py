@@ -60,16 +60,6 @@ TEXT_FIELDS = (
     UNSTEMMED_TEXT_FIELD,
     *(f"text_{code}" for code in LATIN_STEMMERS if code != "en"),
 )
-# A document row's text goes in the twin of its language's field ("text_fr" →
-# "document_fr"), so BM25's statistics for whole documents (term frequencies, average
-# length) are not mixed with the chunks'.
-
-
-def document_field(text_field: str) -> str:
-    return "document" + text_field.removeprefix("text")
-
-
-DOCUMENT_FIELDS = tuple(document_field(f) for f in TEXT_FIELDS)
 # Analyzer names registered on every index.
 WORDS_ANALYZER = "ragline_words"  # unstemmed: paths, tags
 _MIN_DETECT_LETTERS = 40

@@ -8,11 +8,10 @@ writer per index; writes are serialised by the Dagster writer pool.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,7 +28,6 @@ from rag_serving.index.analysis import (
     bigram_query_text,
     bigrams_of,
     detect_text_field,
-    document_field,
     field_analyzer_name,
     register_analyzers,
     text_field_for,
@@ -44,15 +42,9 @@ from rag_serving.search.filters import SearchFilters
 # A chunk's text is in one of the TEXT_FIELDS (its language's); queries search those
 # that hold documents.
 DEFAULT_FIELDS = ["title", "text", "path_text", "tags_text", "aliases"]
+# Title 0.5: the title is also the note's first heading line, in the first chunk's
+# text; at 1 it counted twice (BM25 nDCG@10 +0.03 SciFact, +0.011 Cranfield).
 FIELD_BOOSTS = {"title": 0.5, "path_text": 0.5, "aliases": 0.5}
-# Document rows: besides its chunks, a document of at most this many chunks is one
-# Tantivy row holding all their text, and a chunk's BM25 score adds its document's
-# (weighted): the terms of a query spread over a note's chunks then count together, as
-# whole-document BM25 does. Longer documents (books, big PDFs) have none: their
-# document-level score would say nothing. Measured with `ragline eval` (decisions.md).
-DOCUMENT_ROW_MAX_CHUNKS = 32
-DOCUMENT_ROW_WEIGHT = 2.0
-_CHUNK, _DOCUMENT = "chunk", "document"
 # Bumped when the schema or an analyzer changes: an index with another version is
 # rebuilt from LanceDB by the next `ragline index` (no re-embedding).
 ANALYSIS_VERSION = 5
@@ -82,7 +74,6 @@ def _build_schema() -> tantivy.Schema:
     b.add_text_field("tags_text", tokenizer_name=WORDS_ANALYZER)
     for field in TEXT_FIELDS:
         b.add_text_field(field, stored=True, tokenizer_name=field_analyzer_name(field))
-        b.add_text_field(document_field(field), tokenizer_name=field_analyzer_name(field))
     # Which text field holds the chunk, and the source's `language` it was chosen by.
     b.add_text_field(BIGRAM_FIELD, tokenizer_name="whitespace")
     b.add_text_field("text_field", stored=True, tokenizer_name="raw")
@@ -92,10 +83,7 @@ def _build_schema() -> tantivy.Schema:
     # opening the stored documents (~0.1 ms a hit).
     b.add_unsigned_field("id_high", stored=False, indexed=False, fast=True)
     b.add_unsigned_field("id_low", stored=False, indexed=False, fast=True)
-    # The document id's first 64 bits: joins a chunk to its document row's score.
-    b.add_unsigned_field("doc_key", stored=False, indexed=False, fast=True)
     b.add_text_field("row_hash", stored=True, tokenizer_name="raw")
-    b.add_text_field("row_type", stored=False, tokenizer_name="raw")  # chunk / document
     b.add_text_field("facets", stored=False, tokenizer_name="raw")
     return b.build()
 
@@ -192,38 +180,16 @@ class FulltextIndex:
         total = int(searcher.num_docs)
         if total == 0:
             return {}
-        return self._hashes(searcher, _CHUNK, "chunk_id", source, language)
-
-    def document_row_hashes(
-        self, source: str | None = None, language: str | None = None
-    ) -> dict[str, str]:
-        """``doc_id → row_hash`` of the document rows (see DOCUMENT_ROW_MAX_CHUNKS)."""
-        return self._hashes(self.index.searcher(), _DOCUMENT, "doc_id", source, language)
-
-    @staticmethod
-    def _hashes(
-        searcher: tantivy.Searcher,
-        row_type: str,
-        key: str,
-        source: str | None,
-        language: str | None,
-    ) -> dict[str, str]:
-        total = int(searcher.num_docs)
-        if total == 0:
-            return {}
-        query = tantivy.Query.term_query(SCHEMA, "row_type", row_type)
-        if source is not None:
-            query = tantivy.Query.boolean_query(
-                [
-                    (tantivy.Occur.Must, query),
-                    (tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, "source", source)),
-                ]
-            )
+        if source is None:
+            query = tantivy.Query.all_query()
+        else:
+            query = tantivy.Query.term_query(SCHEMA, "source", source)
+        result = searcher.search(query, limit=total, count=False)
         out: dict[str, str] = {}
-        for _score, address in searcher.search(query, limit=total, count=False).hits:
+        for _score, address in result.hits:
             doc = searcher.doc(address)
             stale = language is not None and (doc.get_first("language") or "auto") != language
-            out[doc[key][0]] = "" if stale else doc["row_hash"][0]
+            out[doc["chunk_id"][0]] = "" if stale else doc["row_hash"][0]
         return out
 
     @staticmethod
@@ -238,48 +204,26 @@ class FulltextIndex:
         searcher = self.index.searcher()
         fields = self._query_fields(searcher)
         try:
-            query = self._user_query(text, fields)
-            chunks = self._search(searcher, query, filters, limit, _CHUNK)
+            result = self._search(searcher, self._user_query(text, fields), filters, limit)
         except ValueError:
             # Syntax the parser accepted but the searcher refuses: search the words.
             try:
-                query = self._words_query(text, fields)
-                chunks = self._search(searcher, query, filters, limit, _CHUNK)
+                result = self._search(searcher, self._words_query(text, fields), filters, limit)
             except ValueError as exc:
                 raise _query_error(text, exc) from None
-        if not chunks:
+        if result is None:
             return []
-        # Document rows: their text fields only (the chunks carry title, path, tags).
-        document_fields = [document_field(f) for f in fields if f in TEXT_FIELDS]
-        try:
-            document_query = self._user_query(text, document_fields)
-            documents = self._search(searcher, document_query, filters, limit, _DOCUMENT)
-        except ValueError:
-            documents = []
+        hits = result.hits
         if filters.path_prefix:  # past the bytes the regex could hold
             prefix = filters.path_prefix
-            chunks = [h for h in chunks if searcher.doc(h[1])["path"][0].startswith(prefix)]
-        addresses = [address for _score, address in chunks]
+            hits = [h for h in hits if searcher.doc(h[1])["path"][0].startswith(prefix)]
+        addresses = [address for _score, address in hits]
         high = searcher.fast_field_values("id_high", addresses)
         low = searcher.fast_field_values("id_low", addresses)
-        doc_ids = searcher.fast_field_values("doc_key", addresses)
-        document_scores = self._document_scores(searcher, documents)
-        hits = [
-            Bm25Hit(
-                f"{h:016x}{lo:016x}",
-                float(score) + DOCUMENT_ROW_WEIGHT * document_scores.get(key, 0.0),
-            )
-            for (score, _address), h, lo, key in zip(chunks, high, low, doc_ids, strict=True)
+        return [
+            Bm25Hit(f"{h:016x}{lo:016x}", float(score))
+            for (score, _address), h, lo in zip(hits, high, low, strict=True)
         ]
-        hits.sort(key=lambda hit: -hit.score)
-        return hits
-
-    @staticmethod
-    def _document_scores(
-        searcher: tantivy.Searcher, hits: list[tuple[float, tantivy.DocAddress]]
-    ) -> dict[int, float]:
-        keys = searcher.fast_field_values("doc_key", [address for _score, address in hits])
-        return {key: float(score) for (score, _address), key in zip(hits, keys, strict=True)}
 
     def _search(
         self,
@@ -287,12 +231,10 @@ class FulltextIndex:
         query: tantivy.Query | None,
         filters: SearchFilters,
         limit: int,
-        row_type: str,
-    ) -> list[tuple[float, tantivy.DocAddress]]:
+    ) -> tantivy.SearchResult | None:
         if query is None:
-            return []
-        query = self._with_filters(query, filters, row_type)
-        return list(searcher.search(query, limit=limit, count=False).hits)
+            return None
+        return searcher.search(self._with_filters(query, filters), limit=limit, count=False)
 
     def highlights(
         self, text: str, chunk_ids: Iterable[str], max_chars: int = 220
@@ -359,13 +301,8 @@ class FulltextIndex:
         return query
 
     @staticmethod
-    def _with_filters(
-        query: tantivy.Query, filters: SearchFilters, row_type: str = _CHUNK
-    ) -> tantivy.Query:
-        must: list[tuple[tantivy.Occur, tantivy.Query]] = [
-            (tantivy.Occur.Must, query),
-            (tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, "row_type", row_type)),
-        ]
+    def _with_filters(query: tantivy.Query, filters: SearchFilters) -> tantivy.Query:
+        must: list[tuple[tantivy.Occur, tantivy.Query]] = [(tantivy.Occur.Must, query)]
         if filters.sources:
             must.append(
                 (
@@ -406,6 +343,8 @@ class FulltextIndex:
                     ),
                 )
             )
+        if len(must) == 1:
+            return query
         # Filters decide what matches, not how well: a term query would add its own
         # BM25 (a tag's, differing with each document's tag count) to the score.
         filters_only = [
@@ -425,42 +364,24 @@ class FulltextIndex:
             cid for cid, h in present.items() if cid not in wanted or wanted[cid]["row_hash"] != h
         ]
         new = [row for cid, row in wanted.items() if present.get(cid) != row["row_hash"]]
-        grouped = document_row_hashes(wanted.values())
-        present_documents = self.document_row_hashes(source, language)
-        stale_documents = [d for d, h in present_documents.items() if grouped.get(d) != h]
-        changed = {d for d, h in grouped.items() if present_documents.get(d) != h}
-        by_document: dict[str, list[Mapping[str, Any]]] = {}
-        for row in wanted.values():
-            if row["doc_id"] in changed:
-                by_document.setdefault(row["doc_id"], []).append(row)
-        if not stale and not new and not stale_documents and not changed:
+        if not stale and not new:
             return 0, 0
-        self.replace(stale, new, language, stale_documents, by_document.values())
+        self.replace(stale, new, language)
         deleted = sum(1 for cid in stale if cid not in wanted)
         return len(new), deleted
 
     def replace(
-        self,
-        stale: Iterable[str],
-        rows: Iterable[Mapping[str, Any]],
-        language: str = "auto",
-        stale_documents: Iterable[str] = (),
-        documents: Iterable[Sequence[Mapping[str, Any]]] = (),
+        self, stale: Iterable[str], rows: Iterable[Mapping[str, Any]], language: str = "auto"
     ) -> None:
-        """Delete the chunk ids ``stale`` and the document rows of ``stale_documents``,
-        add ``rows`` (which may be streamed) and a document row for each chunk list
-        of ``documents``, in one commit: readers see either the old or the new state.
-        ``language`` is the rows' source's setting ("auto": detected per chunk)."""
+        """Delete the chunk ids ``stale`` and add ``rows`` (which may be streamed), in
+        one commit: readers see either the old or the new state. ``language`` is the
+        rows' source's setting ("auto": detected per chunk)."""
         writer = self.index.writer(heap_size=_WRITER_HEAP, num_threads=1)
         try:
             for cid in stale:
                 writer.delete_documents_by_term("chunk_id", cid)
-            for doc_id in stale_documents:
-                writer.delete_documents_by_term("chunk_id", _document_row_id(doc_id))
             for row in rows:
                 writer.add_document(_document(row, language))
-            for chunks in documents:
-                writer.add_document(_document_row(chunks, language))
             writer.commit()
             writer.wait_merging_threads()
         except BaseException:
@@ -502,16 +423,8 @@ class FulltextIndex:
         index = tantivy.Index(SCHEMA, path=str(tmp), reuse=False)
         register_analyzers(index)
         writer = index.writer(heap_size=_WRITER_HEAP, num_threads=1)
-        by_document: dict[str, list[Mapping[str, Any]]] = {}
         for row in rows:
             writer.add_document(_document(row, languages.get(row["source"], "auto")))
-            chunks = by_document.setdefault(row["doc_id"], [])
-            if len(chunks) <= DOCUMENT_ROW_MAX_CHUNKS:
-                chunks.append(row)
-        for chunks in by_document.values():
-            if len(chunks) <= DOCUMENT_ROW_MAX_CHUNKS:
-                source = chunks[0]["source"]
-                writer.add_document(_document_row(chunks, languages.get(source, "auto")))
         writer.commit()
         writer.wait_merging_threads()
         del writer, index
@@ -566,58 +479,11 @@ def _document(row: Mapping[str, Any], language: str = "auto") -> tantivy.Documen
         language=language,
         modified=_epoch(modified) or 0,
         row_hash=row["row_hash"],
-        row_type=_CHUNK,
         facets=list(row.get("facets") or []),
     )
     # add_unsigned: a keyword argument is taken as i64 and fails at 2**63.
     document.add_unsigned("id_high", int(chunk_id[:16], 16))
     document.add_unsigned("id_low", int(chunk_id[16:32], 16))
-    document.add_unsigned("doc_key", int(row["doc_id"][:16], 16))
-    return document
-
-
-def document_row_hashes(rows: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """``doc_id → hash`` of the document rows that ``rows`` (chunks with ``doc_id``
-    and ``row_hash``) call for: one per document of at most DOCUMENT_ROW_MAX_CHUNKS
-    chunks, changing whenever one of its chunks does."""
-    hashes: dict[str, list[str]] = {}
-    for row in rows:
-        hashes.setdefault(row["doc_id"], []).append(row["row_hash"])
-    return {
-        doc_id: hashlib.sha256("\n".join(sorted(chunk_hashes)).encode()).hexdigest()[:32]
-        for doc_id, chunk_hashes in hashes.items()
-        if len(chunk_hashes) <= DOCUMENT_ROW_MAX_CHUNKS
-    }
-
-
-def _document_row_id(doc_id: str) -> str:
-    return f"document:{doc_id}"
-
-
-def _document_row(chunks: Sequence[Mapping[str, Any]], language: str) -> tantivy.Document:
-    """The row holding all the text of one document's ``chunks`` (its search terms
-    only: it is never shown, so the chunks' order does not matter)."""
-    first = chunks[0]
-    text = "\n".join(row.get("text") or "" for row in chunks)
-    field = text_field_for(language) or detect_text_field(text)
-    tags = list(first.get("tags") or [])
-    document = tantivy.Document(
-        chunk_id=_document_row_id(first["doc_id"]),
-        doc_id=first["doc_id"],
-        source=first["source"],
-        kind=first.get("kind") or "",
-        path=first.get("path") or "",
-        path_text=(first.get("path") or "").replace("/", " "),
-        tags=tags,
-        **{document_field(field): text},
-        text_field=field,
-        language=language,
-        modified=_epoch(first.get("modified")) or 0,
-        row_hash=document_row_hashes(chunks)[first["doc_id"]],
-        row_type=_DOCUMENT,
-        facets=sorted({f for row in chunks for f in row.get("facets") or []}),
-    )
-    document.add_unsigned("doc_key", int(first["doc_id"][:16], 16))
     return document
 
 
