@@ -80,17 +80,21 @@ def test_latin_text_is_stemmed_and_folded_and_other_scripts_stemmed_by_their_own
     assert analyze("chanteuses", "text_none") == ["chanteuses"]
 
 
-def test_query_runs_become_overlapping_bigram_phrases_and_bigram_terms() -> None:
+def test_query_runs_become_bigram_terms_and_snippet_phrases() -> None:
     assert bigram_query_text("機械学習") == (
-        ' "機械" "械学" "学習" text_bigrams:機械 text_bigrams:械学 text_bigrams:学習 '
+        " text_bigrams:機械 text_bigrams:械学 text_bigrams:学習"
+        ' title:"機械" title:"械学" title:"学習" '
     )
-    # Two characters: already one bigram (a phrase of its two characters).
-    assert bigram_query_text("東京") == " 東京 text_bigrams:東京 "
+    assert bigram_query_text("機械学習", snippets=True) == ' "機械" "械学" "学習" '
+    assert bigram_query_text("東京") == ' text_bigrams:東京 title:"東京" '
     assert bigram_query_text("calendar") == "calendar"
+    # Punctuation between two characters does not cut the run (as in the text field).
+    assert bigram_query_text("て、末", snippets=True) == ' "て末" '
     # A phrase the user quoted stays exact; so does a run after a field name.
-    assert bigram_query_text('"機械学習" 応用').startswith('"機械学習"  応用 text_bigrams:応用')
+    assert bigram_query_text('"機械学習" 応用').startswith('"機械学習"  text_bigrams:応用')
     assert bigram_query_text("title:機械学習") == "title:機械学習"
     assert bigrams_of("abc 機械学習の応用") == "機械 械学 学習 習の の応 応用"
+    assert bigrams_of("「御自身は」と云う") == "御自 自身 身は はと と云 云う"
 
 
 def test_language_detection_picks_the_latin_field() -> None:

@@ -47,7 +47,7 @@ DEFAULT_FIELDS = ["title", "text", "path_text", "tags_text", "aliases"]
 FIELD_BOOSTS = {"title": 0.5, "path_text": 0.5, "aliases": 0.5}
 # Bumped when the schema or an analyzer changes: an index with another version is
 # rebuilt from LanceDB by the next `ragline index` (no re-embedding).
-ANALYSIS_VERSION = 6
+ANALYSIS_VERSION = 7
 _STAMP = "ragline-fulltext.json"
 _WRITER_HEAP = 64_000_000
 # Tantivy compiles a regex query into an automaton of at most 1,000 states (about one
@@ -246,10 +246,11 @@ class FulltextIndex:
         searcher = self.index.searcher()
         fields = self._query_fields(searcher)
         try:
-            return self._highlights(searcher, self._user_query(text, fields), ids, max_chars)
+            query = self._user_query(text, fields, snippets=True)
+            return self._highlights(searcher, query, ids, max_chars)
         except ValueError:
             try:
-                query = self._words_query(text, fields)
+                query = self._words_query(text, fields, snippets=True)
                 return self._highlights(searcher, query, ids, max_chars)
             except ValueError:
                 return {}  # snippets then fall back to the chunk's first line
@@ -277,26 +278,34 @@ class FulltextIndex:
                 out[doc["chunk_id"][0]] = Highlighted(snippet.fragment(), ranges)
         return out
 
-    def _user_query(self, text: str, fields: list[str]) -> tantivy.Query | None:
+    def _user_query(
+        self, text: str, fields: list[str], snippets: bool = False
+    ) -> tantivy.Query | None:
         cleaned = sanitize_query(text).strip()
         if not cleaned:
             return None
         query, errors = self.index.parse_query_lenient(
-            bigram_query_text(cleaned), default_field_names=fields, field_boosts=FIELD_BOOSTS
+            bigram_query_text(cleaned, snippets),
+            default_field_names=fields,
+            field_boosts=FIELD_BOOSTS,
         )
         if errors:
             # Syntax the parser could not honour (an unbalanced quote, a lone
             # operator): search the words themselves rather than a partial query.
-            return self._words_query(text, fields)
+            return self._words_query(text, fields, snippets)
         return query
 
-    def _words_query(self, text: str, fields: list[str]) -> tantivy.Query | None:
+    def _words_query(
+        self, text: str, fields: list[str], snippets: bool = False
+    ) -> tantivy.Query | None:
         """``text``'s words alone, every piece of query syntax dropped."""
         words = " ".join(_WORD.findall(text))
         if not words:
             return None
         query, _ = self.index.parse_query_lenient(
-            bigram_query_text(words), default_field_names=fields, field_boosts=FIELD_BOOSTS
+            bigram_query_text(words, snippets),
+            default_field_names=fields,
+            field_boosts=FIELD_BOOSTS,
         )
         return query
 
