@@ -160,7 +160,8 @@ def test_a_book_is_found_by_its_chapter_text_with_the_chapter_anchor(
     assert sections["chapter=1"]["label"] == "Classification"
 
     pdf_key = key_of(lib, ids[WORD_PROCESSOR.title], "pdf")
-    pdf = engine.search("WordPerfect was popular among legal professionals").hits[0]
+    # Page 3 is about WordPerfect and lawyers too: a query only page 2 answers.
+    pdf = engine.search("notable software of this era: WordPerfect and Apple's Mac").hits[0]
     assert (pdf.location, pdf.author) == (f"{pdf_key}#page=2", "Jane Doe")
     assert pdf.title == WORD_PROCESSOR.title  # Calibre's title, not the file's
 

@@ -299,7 +299,8 @@ class SearchEngine:
                     [h.score for h in bm25],
                     bm25_weight,
                     floor=0.0,
-                    depth=depth,
+                    # No more unmatched chunks than the index holds.
+                    depth=min(depth, self.fulltext.num_docs()),
                 )
             )
         if mode in ("hybrid", "vector"):
