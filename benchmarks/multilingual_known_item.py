@@ -133,9 +133,7 @@ class TokenBM25:
         b: float = 0.75,
     ):
         self.k1, self.b, self.tokenize = k1, b, tokenize
-        started = time.perf_counter()
         self.tf = {d: Counter(tokenize(t)) for d, t in docs.items()}
-        self.tokenize_seconds = time.perf_counter() - started
         self.length = {d: sum(c.values()) for d, c in self.tf.items()}
         self.avg = sum(self.length.values()) / max(1, len(self.length))
         df: Counter[str] = Counter()
@@ -174,6 +172,17 @@ class BigramBM25(TokenBM25):
 
     def __init__(self, docs: dict[str, str], k1: float = 1.2, b: float = 0.75):
         super().__init__(docs, bigrams, k1, b)
+
+
+def chars_per_second(tokenize: Callable[[str], list[str]], texts: list[str]) -> int:
+    """Tokenizing speed over ``texts``: the best of 3 passes (the cores are shared)."""
+    best = math.inf
+    for _ in range(3):
+        started = time.perf_counter()
+        for text in texts:
+            tokenize(text)
+        best = min(best, time.perf_counter() - started)
+    return round(sum(map(len, texts)) / max(best, 1e-9))
 
 
 def _words(surfaces: list[str]) -> list[str]:
@@ -307,9 +316,7 @@ def main() -> None:
             chapter_rankings(baseline, queries, chunk_chapter), relevant
         )
         chars = sum(len(t) for t in chunk_text.values())
-        tokenization = {
-            "char-bigram": {"chars_per_s": round(chars / max(baseline.tokenize_seconds, 1e-9))}
-        }
+        tokenization = {"char-bigram": {"chars_per_s": chars_per_second(bigrams, list(chunk_text.values()))}}  # fmt: skip
         if language == "ja":
             found, missing = morphological_tokenizers()
             tokenizer_notes += [f"not installed: {m}" for m in missing]
@@ -317,7 +324,7 @@ def main() -> None:
                 bm25 = TokenBM25(chunk_text, tokenize)
                 row[name] = evaluate(chapter_rankings(bm25, queries, chunk_chapter), relevant)
                 tokenization[name.split("(", 1)[1].rstrip(")")] = {
-                    "chars_per_s": round(chars / max(bm25.tokenize_seconds, 1e-9)),
+                    "chars_per_s": chars_per_second(tokenize, list(chunk_text.values())),
                     "tokens": sum(bm25.length.values()),
                 }
         results[language] = {
@@ -355,7 +362,7 @@ def main() -> None:
                 f"{scores['mrr@10']} | {scores['hit@10']} |"
             )
     ja = results["ja"]["tokenization"]
-    lines += ["", f"Tokenizing the Japanese chunks ({results['ja']['chunk_chars']:,} characters): " + "; ".join(
+    lines += ["", f"Tokenizing the Japanese chunks ({results['ja']['chunk_chars']:,} characters, best of 3 passes): " + "; ".join(
         f"{name} {speed['chars_per_s']:,} characters/s" for name, speed in ja.items()
     ) + "." + "".join(f" {note}." for note in tokenizer_notes)]  # fmt: skip
     lines += ["", "Example queries: " + "; ".join(
