@@ -256,18 +256,23 @@ def _stored_fields(index: FulltextIndex, source: str) -> set[str]:
     }
 
 
+def _copy(index: RaglineConfig, root: Path, *edit: tuple[str, str]) -> RaglineConfig:
+    """A copy of ``index`` (data and config) under ``root``, its config edited."""
+    shutil.copytree(index.data_dir, root / "data")
+    text = Path(index.config_path or "").read_text()
+    for old, new in [(str(index.data_dir), str(root / "data")), *edit]:
+        text = text.replace(old, new)
+    (root / "ragline.toml").write_text(text)
+    return parse_config_file(root / "ragline.toml")
+
+
 @pytest.mark.shared_data
 def test_changing_a_sources_language_reindexes_its_keywords_only(
     tmp_path: Path, multilingual: RaglineConfig
 ) -> None:
     # A copy of the index whose french source is switched to "none".
     root = tmp_path / "copy"
-    shutil.copytree(multilingual.data_dir, root / "data")
-    text = Path(multilingual.config_path or "").read_text()
-    text = text.replace(str(multilingual.data_dir), str(root / "data"))
-    text = text.replace('language = "fr"', 'language = "none"')
-    (root / "ragline.toml").write_text(text)
-    config = parse_config_file(root / "ragline.toml")
+    config = _copy(multilingual, root, ('language = "fr"', 'language = "none"'))
     assert _stored_fields(_fulltext(config), "french") == {"text_fr"}
     build_index(root / "ragline.toml")
     assert _stored_fields(_fulltext(config), "french") == {"text_none"}
@@ -281,10 +286,7 @@ def test_an_index_of_the_old_analyzers_is_rebuilt_by_the_next_run(
     tmp_path: Path, multilingual: RaglineConfig
 ) -> None:
     root = tmp_path / "old"
-    shutil.copytree(multilingual.data_dir, root / "data")
-    text = Path(multilingual.config_path or "").read_text()
-    (root / "ragline.toml").write_text(text.replace(str(multilingual.data_dir), str(root / "data")))
-    config = parse_config_file(root / "ragline.toml")
+    config = _copy(multilingual, root)
     layout = IndexLayout(config.data_dir)
     active = read_manifest(layout.manifest_path).active
     assert active is not None
