@@ -47,7 +47,7 @@ DEFAULT_FIELDS = ["title", "text", "path_text", "tags_text", "aliases"]
 FIELD_BOOSTS = {"title": 0.5, "path_text": 0.5, "aliases": 0.5}
 # Bumped when the schema or an analyzer changes: an index with another version is
 # rebuilt from LanceDB by the next `ragline index` (no re-embedding).
-ANALYSIS_VERSION = 7
+ANALYSIS_VERSION = 8
 _STAMP = "ragline-fulltext.json"
 _WRITER_HEAP = 64_000_000
 # Tantivy compiles a regex query into an automaton of at most 1,000 states (about one

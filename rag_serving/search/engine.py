@@ -285,9 +285,10 @@ class SearchEngine:
             self._check_symbols(filters.symbols)
             self.fulltext.reload()
         depth = max(settings.candidates, k)
-        bm25_weight, vector_weight = list_weights(
-            query, settings.weights, self.config.embedder.multilingual
-        )
+        assert self.generation is not None
+        # The live generation's embedder embeds the query (it may lag the config).
+        live = embedder_config_for(self.generation.fingerprint, self.config.embedder)
+        bm25_weight, vector_weight = list_weights(query, settings.weights, live.multilingual)
         lists: list[RankedList] = []
         if mode in ("hybrid", "bm25"):
             with timer.stage("bm25"):
