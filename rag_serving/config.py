@@ -107,17 +107,20 @@ class SearchWeights(_Strict):
 
 
 class RerankConfig(_Strict):
-    """A second stage that re-scores the top fused hits with a cross-encoder.
+    """A second stage that re-scores the top fused hits (rag_serving/search/rerank.py).
 
     ``provider = "cross-encoder"`` loads a local model folder (``model`` is its path);
-    ``provider = "http"`` posts to a Jina/Cohere-style ``/v1/rerank`` endpoint (llama.cpp
-    ``llama-server --reranking``, vLLM, LocalAI, Infinity). Ollama has no rerank API.
+    ``provider = "http"`` posts to a Jina/Cohere-style ``/v1/rerank`` endpoint at ``url``
+    (llama.cpp ``llama-server --reranking``, vLLM, LocalAI, Infinity); ``provider =
+    "ollama"`` asks a Qwen3-Reranker-style model at ``host`` for yes/no log-probabilities
+    through ``/api/generate`` (Ollama has no rerank API; logprobs need Ollama >= 0.12.11).
     """
 
     enabled: bool = False  # rerank every search (the CLI's --rerank / MCP's `rerank` per call)
-    provider: Literal["cross-encoder", "http"] = "cross-encoder"
+    provider: Literal["cross-encoder", "http", "ollama"] = "cross-encoder"
     model: str | None = None
     url: str = "http://127.0.0.1:8080/v1/rerank"
+    host: str = "http://127.0.0.1:11434"
     top_n: int = Field(default=30, ge=1, le=1000)
     timeout_s: float = Field(default=30.0, gt=0)
 

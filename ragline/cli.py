@@ -223,6 +223,11 @@ def index(ctx: Context, sources: tuple[str, ...], full: bool, as_json: bool) -> 
 @click.option("--mode", type=click.Choice(["hybrid", "bm25", "vector"]), help="Retrieval mode.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--explain", is_flag=True, help="Show each hit's rank and score in every list.")
+@click.option(
+    "--rerank/--no-rerank",
+    default=None,
+    help="Re-score the top hits with the reranker of [search.rerank] (default: its `enabled`).",
+)
 @pass_context
 @handle_errors
 def search(
@@ -247,6 +252,7 @@ def search(
     mode: str | None,
     as_json: bool,
     explain: bool,
+    rerank: bool | None,
 ) -> None:
     """Search the index (hybrid vector + BM25 by default)."""
     from rag_serving.search import SearchFilters, hybrid_search
@@ -270,7 +276,14 @@ def search(
         series=series,
         feeds=feeds,
     )
-    result = hybrid_search(ctx.config, query, k=k, filters=filters, mode=mode)  # type: ignore[arg-type]
+    result = hybrid_search(
+        ctx.config,
+        query,
+        k=k,
+        filters=filters,
+        mode=mode,  # type: ignore[arg-type]
+        rerank=rerank,
+    )
     if as_json:
         print_json(result.as_json(with_explain=explain))
     else:
@@ -315,6 +328,9 @@ def _register_groups() -> None:
     from ragline import eval_command
 
     eval_command.register(cli, handle_errors, pass_context)
+    from ragline import watch_command
+
+    watch_command.register(cli, handle_errors, pass_context)
 
 
 _register_groups()

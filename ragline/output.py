@@ -52,7 +52,9 @@ def render_search(result: SearchResult, explain: bool) -> None:
             console.print(f"    [yellow]stale: the file was {hit.stale} after it was indexed[/]")
         if explain:
             parts = [
-                f"{name}: rank {e['rank']} score {e['score']:.4f} (+{e['contribution']:.5f})"
+                f"{name}: score {e['score']:.4f} (rank {e['rank_before']} before)"
+                if name == "rerank"
+                else f"{name}: rank {e['rank']} score {e['score']:.4f} (+{e['contribution']:.5f})"
                 for name, e in hit.explain.items()
             ]
             console.print(f"    [dim]explain: {'; '.join(parts) or '-'}[/]")

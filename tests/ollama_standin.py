@@ -17,6 +17,18 @@ client talks to it over real loopback HTTP.
     true or absent (Ollama's default) and refused with HTTP 400 ``{"error": "the input
     length exceeds the context length"}`` when it is false.
 
+``POST /api/generate`` (non-streaming only, for the Ollama reranker)
+    request ``{"model", "prompt", "raw", "stream": false, "logprobs": true,
+    "top_logprobs": n, "options": {"num_predict": 1}}``, response ``{"model",
+    "created_at", "response", "done", "done_reason", "logprobs": [{"token", "logprob",
+    "bytes", "top_logprobs": [{"token", "logprob", "bytes"}, ...]}], ...}`` (the shape of
+    Ollama >= 0.12.11, ``api.Logprob`` in api/types.go). A prompt holding ``<Query>:``
+    and ``<Document>:`` (the Qwen3-Reranker prompt) is judged by
+    :func:`standin_yes_probability`; the first token's top log-probabilities spread
+    that over "yes", "Yes", "no", "No" and " maybe". Models are those of
+    ``generate_models``; others get the 404 above. ``logprobs=False`` answers as an
+    Ollama older than 0.12.11 does (no ``logprobs`` field).
+
 Also ``GET /`` ("Ollama is running"), ``GET /api/version`` and ``GET /api/tags``;
 any other path gets gin's plain ``404 page not found``.
 
@@ -41,6 +53,7 @@ from types import TracebackType
 from typing import Any
 
 DEFAULT_MODELS: dict[str, int] = {"nomic-embed-text": 768, "all-minilm": 384}
+RERANK_MODEL = "qwen3-reranker"
 CONTEXT_ERROR = "the input length exceeds the context length"
 _WORD_RE = re.compile(r"\w+")
 
@@ -56,6 +69,17 @@ def standin_vector(text: str, dim: int) -> list[float]:
     if norm == 0.0:  # no words: a fixed vector, as a real model never returns zeros
         vector[0], norm = 1.0, 1.0
     return [x / norm for x in vector]
+
+
+_PROMPT_RE = re.compile(r"<Query>: (.*?)\n<Document>: (.*?)<\|im_end\|>", re.DOTALL)
+
+
+def standin_yes_probability(query: str, document: str) -> float:
+    """The stand-in reranker's P(yes): 0.02 + 0.96 x the share of the query's distinct
+    words found in the document (so more shared words rank higher)."""
+    words = set(_WORD_RE.findall(query.lower()))
+    found = words & set(_WORD_RE.findall(document.lower()))
+    return 0.02 + 0.96 * (len(found) / len(words) if words else 0.0)
 
 
 @dataclass(frozen=True)
@@ -90,6 +114,8 @@ class OllamaStandIn:
     context_length: int | None = None
     scale: float = 1.0
     ragged: bool = False
+    generate_models: tuple[str, ...] = (RERANK_MODEL,)
+    logprobs: bool = True
     requests: list[RecordedRequest] = field(default_factory=list, init=False)
     _server: ThreadingHTTPServer | None = field(default=None, init=False, repr=False)
     _thread: threading.Thread | None = field(default=None, init=False, repr=False)
@@ -151,6 +177,12 @@ class OllamaStandIn:
         with self._lock:
             return [r for r in self.requests if r.path == "/api/embed"]
 
+    @property
+    def generate_requests(self) -> list[RecordedRequest]:
+        """The ``POST /api/generate`` requests received so far, in order."""
+        with self._lock:
+            return [r for r in self.requests if r.path == "/api/generate"]
+
     def record(self, request: RecordedRequest) -> None:
         with self._lock:
             self.requests.append(request)
@@ -200,6 +232,48 @@ class OllamaStandIn:
             "prompt_eval_count": tokens,
         }
 
+    def handle_generate(self, body: Any) -> tuple[int, dict[str, Any]]:
+        """Status and JSON answer for one non-streaming ``/api/generate`` request body."""
+        if not isinstance(body, dict) or not isinstance(body.get("prompt", ""), str):
+            return 400, {"error": "invalid request body"}
+        model = body.get("model") or ""
+        if not model:
+            return 400, {"error": "model is required"}
+        if model not in self.generate_models:
+            return 404, {"error": f'model "{model}" not found, try pulling it first'}
+        if body.get("stream", True) is not False:
+            return 400, {"error": "the stand-in answers only stream=false requests"}
+        if self.delay_s and self._stopping.wait(self.delay_s):
+            return 503, {"error": "server shutting down"}
+        match = _PROMPT_RE.search(body.get("prompt", ""))
+        p_yes = standin_yes_probability(*match.groups()) if match else 0.5
+        spread = [
+            ("yes", 0.9 * p_yes),
+            ("no", 0.9 * (1 - p_yes)),
+            ("Yes", 0.05 * p_yes),
+            ("No", 0.05 * (1 - p_yes)),
+            (" maybe", 0.05),
+        ]
+        spread.sort(key=lambda item: -item[1])
+        top = [
+            {"token": t, "logprob": math.log(p), "bytes": list(t.encode())}
+            for t, p in spread[: max(1, int(body.get("top_logprobs") or 0))]
+        ]
+        answer: dict[str, Any] = {
+            "model": model,
+            "created_at": "2026-01-01T00:00:00Z",
+            "response": top[0]["token"],
+            "done": True,
+            "done_reason": "length",
+            "prompt_eval_count": len(body.get("prompt", "").split()),
+            "eval_count": 1,
+        }
+        if self.logprobs and body.get("logprobs"):
+            answer["logprobs"] = [
+                {**top[0], "top_logprobs": top if body.get("top_logprobs") else []}
+            ]
+        return 200, answer
+
     def handle_get(self, path: str) -> tuple[int, Any]:
         if path == "/":
             return 200, "Ollama is running"
@@ -236,6 +310,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.standin.record(RecordedRequest("POST", self.path, body))
         if self.path == "/api/embed":
             self._send(*self.standin.handle_embed(body))
+        elif self.path == "/api/generate":
+            self._send(*self.standin.handle_generate(body))
         else:
             self._send(404, "404 page not found")
 

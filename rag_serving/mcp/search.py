@@ -29,6 +29,7 @@ class SearchRequest:
     query: str
     k: int | None = None
     mode: Mode | None = None
+    rerank: bool | None = None
     sources: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ()
     path_prefix: str | None = None
@@ -113,7 +114,9 @@ def run_search(
             if not vocabulary.sources:
                 return _output(request, engine, filters, [])
             filters = replace(filters, sources=tuple(sorted(vocabulary.sources)))
-    result = engine.search(request.query, k=request.k, filters=filters, mode=request.mode)
+    result = engine.search(
+        request.query, k=request.k, filters=filters, mode=request.mode, rerank=request.rerank
+    )
     hits = [hit for hit in result.hits if access.can_see(hit.source)]
     return _output(request, engine, result.filters, hits, result.mode)
 

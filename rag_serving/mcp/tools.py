@@ -137,6 +137,13 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
             Literal["hybrid", "bm25", "vector"] | None,
             Field(description="hybrid (default), bm25 (keywords) or vector (meaning)."),
         ] = None,
+        rerank: Annotated[
+            bool | None,
+            Field(
+                description="Re-score the top hits with the configured reranker (slower, often "
+                "more precise); default: the server's setting. An error if none is configured."
+            ),
+        ] = None,
         sources: Annotated[list[str] | None, Field(description="Only these sources.")] = None,
         kinds: Annotated[
             list[str] | None,
@@ -195,6 +202,7 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
             query=query,
             k=k,
             mode=mode,
+            rerank=rerank,
             sources=tuple(sources or ()),
             kinds=tuple(kinds or ()),
             path_prefix=path_prefix,

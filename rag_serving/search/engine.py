@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -41,6 +41,7 @@ from rag_serving.search.fusion import (
     single_list,
     zscore_fusion,
 )
+from rag_serving.search.rerank import Reranker, create_reranker
 from rag_serving.search.vectors import InMemoryVectors
 from rag_serving.search.weights import list_weights
 from rag_serving.status import scanned_after
@@ -119,8 +120,9 @@ class SearchResult:
     hits: list[SearchHit]
     notice: str | None = None  # e.g. searching with the live vectors during a model switch
     # Milliseconds per stage: prepare (filters, index refresh), bm25, embed (the query
-    # vector), vector (the LanceDB search), fuse, rows (hits read back from LanceDB),
-    # snippets, staleness; total.
+    # vector), vector (the LanceDB search), fuse, rerank (when asked: reading the top
+    # hits' text and scoring them), rows (hits read back from LanceDB), snippets,
+    # staleness; total.
     timings: dict[str, float] = field(default_factory=dict)
 
     def as_json(self, with_explain: bool = False) -> dict[str, Any]:
@@ -179,6 +181,7 @@ class SearchEngine:
         self._searches = 0
         self._memory = InMemoryVectors()
         self._tables: dict[str, tuple[int, dict[str, dict]]] = {}
+        self._reranker: Reranker | None = None
         self._open_manifest()
         self.store = IndexStore(config.data_dir, read_consistency_s=read_consistency_s)
 
@@ -267,9 +270,11 @@ class SearchEngine:
         k: int | None = None,
         filters: SearchFilters | None = None,
         mode: Mode | None = None,
+        rerank: bool | None = None,
     ) -> SearchResult:
         """Hybrid (or bm25 / vector) search; see ``hybrid_search``."""
         settings = self.config.search
+        rerank = settings.rerank.enabled if rerank is None else rerank
         k = k or settings.k
         mode = mode or settings.mode
         if mode not in MODES:
@@ -309,8 +314,41 @@ class SearchEngine:
             lists.append(RankedList("vector", ids, sims, vector_weight))
         with timer.stage("fuse"):
             fused = self._fuse(lists) if mode == "hybrid" else single_list(lists[0])
+        reranked: dict[str, dict[str, float]] = {}
+        if rerank and fused and self.store.table_exists(self.generation.table):
+            with timer.stage("rerank"):
+                fused, reranked = self._rerank(query, fused)
         hits = self._materialize(query, fused, k, timer)
+        for i, hit in enumerate(hits):
+            if hit.chunk_id in reranked:
+                hits[i] = replace(hit, explain={**hit.explain, "rerank": reranked[hit.chunk_id]})
         return SearchResult(query, mode, filters, hits, self.notice, timer.done())
+
+    @property
+    def reranker(self) -> Reranker:
+        """The configured reranker, created (and its model loaded) on first use."""
+        with self._lock:
+            if self._reranker is None:
+                self._reranker = create_reranker(self.config.search.rerank)
+            return self._reranker
+
+    def _rerank(
+        self, query: str, fused: list[FusedHit]
+    ) -> tuple[list[FusedHit], dict[str, dict[str, float]]]:
+        """The top ``top_n`` hits re-scored by the reranker and put in its order (ties
+        keep the fused order), the rest after them as they were; per reranked id, its
+        reranker score, rank before reranking and fused score."""
+        top_n = self.config.search.rerank.top_n
+        rows = self._hit_rows([hit.id for hit in fused[:top_n]])
+        head = [(rank, hit) for rank, hit in enumerate(fused[:top_n], 1) if hit.id in rows]
+        scores = self.reranker.score(query, [rerank_text(rows[hit.id]) for _, hit in head])
+        order = sorted(range(len(head)), key=lambda i: (-scores[i], head[i][0]))
+        explain = {
+            hit.id: {"score": scores[i], "rank_before": rank, "fused_score": hit.score}
+            for i, (rank, hit) in enumerate(head)
+        }
+        reordered = [FusedHit(head[i][1].id, scores[i], head[i][1].explain) for i in order]
+        return reordered + fused[top_n:], explain
 
     def _check_symbols(self, symbols: tuple[str, ...]) -> None:
         """Fail, with close matches, on a symbol no served chunk has."""
@@ -571,6 +609,12 @@ def facet_value(facets: list[str] | None, name: str) -> str | None:
     return next((f[len(prefix) :] for f in facets or () if f.startswith(prefix)), None)
 
 
+def rerank_text(row: dict[str, Any]) -> str:
+    """What the reranker reads of a hit: its title and heading path, then its text."""
+    context = " > ".join(part for part in (row.get("title"), row.get("heading")) if part)
+    return f"{context}\n{row['text']}" if context else str(row["text"])
+
+
 def _head(text: str, limit: int = SNIPPET_CHARS) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1].rsplit(" ", 1)[0] + "…"
@@ -582,8 +626,11 @@ def hybrid_search(
     k: int | None = None,
     filters: SearchFilters | None = None,
     mode: Mode | None = None,
+    rerank: bool | None = None,
 ) -> SearchResult:
     """Search the index of ``config``: vector (LanceDB) and BM25 (Tantivy), both
-    prefiltered, fused by weighted RRF. Opens the index for this one call; keep a
-    ``SearchEngine`` for repeated searches."""
-    return SearchEngine(config).search(query, k=k, filters=filters, mode=mode)
+    prefiltered, fused (``search.fusion``), then, with ``rerank`` (default
+    ``search.rerank.enabled``), the top ``search.rerank.top_n`` re-scored by the
+    reranker. Opens the index for this one call; keep a ``SearchEngine`` for repeated
+    searches."""
+    return SearchEngine(config).search(query, k=k, filters=filters, mode=mode, rerank=rerank)
