@@ -1,4 +1,5 @@
-"""``ragline eval``: retrieval quality on a BEIR-layout dataset.
+"""``ragline eval``: retrieval quality on a BEIR-layout dataset, or (``--self``) on
+the user's own index with queries built from it (rag_serving/evaluation/self_eval.py).
 
 The corpus is written as one Markdown note per document into ``<work>/corpus``,
 indexed through the normal pipeline (Dagster, LanceDB, Tantivy) into
@@ -331,7 +332,7 @@ def evaluate(
 def run_eval(
     dataset_dir: Path,
     split: str | None,
-    mode: str,
+    modes: Sequence[str],
     k: int,
     as_json: bool,
     data_dir: Path | None,
@@ -362,7 +363,6 @@ def run_eval(
         raise RaglineError(
             f"{dataset.root}: no query in queries.jsonl has judgements in qrels/{dataset.split}.tsv"
         )
-    modes = list(MODES) if mode == "all" else [mode]
 
     def note(message: str) -> None:
         err_console.print(message, markup=False, highlight=False, soft_wrap=True)
@@ -426,17 +426,158 @@ def run_eval(
     console.print(table)
 
 
+# ---- ragline eval --self -----------------------------------------------------
+
+
+def parse_modes(value: str | None, default: Sequence[str]) -> list[str]:
+    """``--modes hybrid,bm25`` as a list (``default`` when not given)."""
+    if value is None:
+        return list(default)
+    modes = [m.strip() for m in value.split(",") if m.strip()]
+    for mode in modes:
+        if mode not in MODES:
+            raise click.BadParameter(
+                f"unknown mode {mode!r}; give a comma-separated list of {', '.join(MODES)}",
+                param_hint="--modes",
+            )
+    if not modes:
+        raise click.BadParameter("give at least one mode", param_hint="--modes")
+    return list(dict.fromkeys(modes))
+
+
+def _signed(value: float | None) -> str:
+    if value is None:
+        return ""
+    return "±0" if abs(value) < 0.00005 else f"{value:+.4f}"
+
+
+def run_self_eval(
+    config: RaglineConfig,
+    sources: Sequence[str],
+    modes: Sequence[str],
+    limit: int | None,
+    rebuild: bool,
+    as_json: bool,
+) -> None:
+    """Evaluate the index on queries built from it; print a table per split."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.table import Table
+
+    from rag_serving.evaluation.self_eval import QUERY_TYPES, K, self_evaluate
+    from rag_serving.text import printable
+    from ragline.output import console, err_console, print_json
+
+    progress = Progress(
+        TextColumn("{task.description:<24}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=err_console,
+        transient=True,
+        disable=not err_console.is_terminal,
+    )
+    tasks: dict[str, Any] = {}
+    total = [0]
+
+    def on_total(count: int) -> None:
+        total[0] = count
+
+    def on_query(mode: str) -> None:
+        if mode not in tasks:
+            tasks[mode] = progress.add_task(f"querying ({mode})", total=total[0])
+        progress.advance(tasks[mode])
+
+    with progress:
+        report = self_evaluate(config, sources, modes, limit, rebuild, on_query, on_total)
+    if as_json:
+        print_json(report.as_json())
+        return
+
+    def note(message: str) -> None:
+        err_console.print(message, markup=False, highlight=False, soft_wrap=True)
+
+    data = report.as_json()["query_set"]
+    types = ", ".join(f"{data['by_type'].get(t, 0)} {t}" for t in QUERY_TYPES)
+    origin = "built now" if report.built else f"stored {report.query_set.created}"
+    note(
+        f"{data['queries']} queries ({types}) from {', '.join(map(printable, report.sources))}; "
+        f"{data['heldout']} held out, {data['tuning']} for tuning; query set {origin} "
+        f"({report.path})"
+        + (
+            f"; {report.dropped} dropped (their target is no longer indexed)"
+            if report.dropped
+            else ""
+        )
+        + (f"; --limit {limit} per type" if limit else "")
+    )
+    if report.missing_sources:
+        note(
+            f"not in the stored query set: {', '.join(map(printable, report.missing_sources))} "
+            "(--rebuild-queries builds a set that covers them)"
+        )
+    for split, title in (("heldout", "held-out set"), ("tuning", "tuning set")):
+        table = Table(title=f"{title} ({data[split]} queries)", show_edge=False)
+        columns = ["mode", f"MRR@{K}", "Δ", f"hit@{K}", "Δ"]
+        columns += [f"{t} hit@{K}" for t in QUERY_TYPES if data["by_type"].get(t)]
+        for column in columns:
+            table.add_column(column, justify="left" if column == "mode" else "right")
+        for result in report.results:
+            scores = result.splits[split]
+            change = (report.delta.get(result.mode) or {}).get(split) or {}
+            row = [
+                result.mode,
+                f"{scores.mrr:.4f}",
+                _signed(change.get(f"mrr@{K}")),
+                f"{scores.hit:.4f}",
+                _signed(change.get(f"hit@{K}")),
+            ]
+            by_type = result.by_type[split]
+            row += [
+                f"{by_type[t].hit:.4f}" if t in by_type else "-"
+                for t in QUERY_TYPES
+                if data["by_type"].get(t)
+            ]
+            table.add_row(*row)
+        console.print(table)
+    if report.previous is None:
+        note(
+            "no earlier run on this query set (with these sources and --limit): "
+            "the next run shows the change (Δ) since this one"
+        )
+    else:
+        changed = "; ".join(report.changes) if report.changes else "no setting changed"
+        note(f"Δ since the run of {report.previous.get('at')}: {changed}")
+    note(f"took {report.seconds:.1f}s")
+
+
 def register(cli: click.Group, handle_errors: Callable[..., Any], pass_context: Any) -> None:
     """Add the ``eval`` command to ``cli``."""
 
     @cli.command("eval")
-    @click.argument("dataset_dir", type=click.Path(file_okay=False, path_type=Path))
+    @click.argument("targets", nargs=-1, metavar="DATASET_DIR | --self [SOURCES]...")
+    @click.option(
+        "--self", "self_eval", is_flag=True,
+        help="Evaluate the index of the config on queries built from it (links, headings, "
+        "distinctive fragments); SOURCES limits them (default: every indexed source).",
+    )  # fmt: skip
+    @click.option(
+        "--modes", help="Comma-separated modes to evaluate (default: hybrid,bm25,vector with "
+        "--self; else --mode)."
+    )  # fmt: skip
+    @click.option(
+        "--limit", type=click.IntRange(min=1),
+        help="--self: evaluate at most N queries of each type.",
+    )  # fmt: skip
+    @click.option(
+        "--rebuild-queries", is_flag=True,
+        help="--self: build a new query set instead of reusing the stored one.",
+    )  # fmt: skip
     @click.option(
         "--split", help="Qrels split (qrels/SPLIT.tsv; default: test, or the only split)."
     )
     @click.option(
-        "--mode", type=click.Choice([*MODES, "all"]), default="hybrid", show_default=True,
-        help="Retrieval mode to evaluate (all: each of hybrid, bm25, vector).",
+        "--mode", type=click.Choice([*MODES, "all"]),
+        help="Retrieval mode to evaluate (all: each of hybrid, bm25, vector; default: "
+        "hybrid, and all with --self).",
     )  # fmt: skip
     @click.option(
         "--k", "k", type=click.IntRange(1, RECALL_DEPTH), default=10, show_default=True,
@@ -456,17 +597,43 @@ def register(cli: click.Group, handle_errors: Callable[..., Any], pass_context: 
     @handle_errors
     def eval_command(
         ctx: Any,
-        dataset_dir: Path,
+        targets: tuple[str, ...],
+        self_eval: bool,
+        modes: str | None,
+        limit: int | None,
+        rebuild_queries: bool,
         split: str | None,
-        mode: str,
+        mode: str | None,
         k: int,
         as_json: bool,
         data_dir: Path | None,
         limit_queries: int | None,
     ) -> None:
-        """Measure retrieval quality on a BEIR-layout DATASET_DIR (nDCG, recall, MRR).
+        """Measure retrieval quality on a BEIR-layout DATASET_DIR (nDCG, recall, MRR),
+        or with --self on your own index (MRR@10, hit@10, and the change since the
+        last run).
 
-        The corpus is indexed through the normal pipeline; embedder, chunking and
-        search settings come from --config when one is given, else the defaults."""
+        A dataset's corpus is indexed through the normal pipeline; embedder, chunking
+        and search settings come from --config when one is given, else the defaults.
+        --self builds known-item queries from the index of the config and keeps them
+        in <data_dir>/eval/, so later runs reuse the same held-out set."""
+        if self_eval:
+            for name, given in (
+                ("--split", split),
+                ("--data-dir", data_dir),
+                ("--limit-queries", limit_queries),
+            ):
+                if given is not None:
+                    raise click.UsageError(f"{name} is for a dataset; not with --self")
+            chosen = parse_modes(modes, MODES if mode in (None, "all") else [mode])
+            run_self_eval(ctx.config, targets, chosen, limit, rebuild_queries, as_json)
+            return
+        if len(targets) != 1:
+            raise click.UsageError(
+                "give one DATASET_DIR (a BEIR-layout folder), or --self to evaluate your index"
+            )
+        if limit is not None or rebuild_queries:
+            raise click.UsageError("--limit and --rebuild-queries go with --self")
+        modes_list = parse_modes(modes, MODES if mode == "all" else [mode or "hybrid"])
         base = ctx.config if ctx.config_path else None
-        run_eval(dataset_dir, split, mode, k, as_json, data_dir, limit_queries, base)
+        run_eval(Path(targets[0]), split, modes_list, k, as_json, data_dir, limit_queries, base)
