@@ -581,9 +581,12 @@ def register(cli: click.Group, handle_errors: Callable[..., Any], pass_context: 
     )  # fmt: skip
     @click.option(
         "--k", "k", type=click.IntRange(1, RECALL_DEPTH), default=10, show_default=True,
-        help="Cut-off of nDCG and MRR (recall is always @100).",
+        help="Cut-off of nDCG and MRR (recall is always @100; --self: always 10).",
     )  # fmt: skip
-    @click.option("--json", "as_json", is_flag=True, help="Print a JSON list, one object per mode.")
+    @click.option(
+        "--json", "as_json", is_flag=True,
+        help="Print JSON: a list, one object per mode (--self: one object).",
+    )  # fmt: skip
     @click.option(
         "--data-dir", type=click.Path(file_okay=False, path_type=Path),
         help="Keep the corpus notes and their index here and reuse them on the next run "

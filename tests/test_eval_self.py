@@ -15,10 +15,12 @@ from rag_serving.evaluation.self_eval import (
     HISTORY_FILE,
     QUERIES_FILE,
     QUERY_TYPES,
+    Corpus,
     Vocabulary,
     build_queries,
     distinctive_fragment,
     link_context,
+    link_queries,
     rank_of,
     read_corpus,
     self_evaluate,
@@ -154,6 +156,33 @@ def test_a_link_context_stays_in_its_list_item() -> None:
     start = body.index("[[customjs")
     context = link_context(body, start, body.index("]]", start) + 2)
     assert context == "load and reuse custom JS inside your vault"
+
+
+def test_the_same_words_around_links_to_different_notes_are_no_query() -> None:
+    def note(name: str, body: str, links: list[str]) -> dict:
+        targets = [{"target": t, "line": 1} for t in links]
+        return {
+            "doc_id": name,
+            "source": "s",
+            "path": f"{name}.md",
+            "title": name,
+            "aliases": [],
+            "links_json": json.dumps(targets),
+            "body": body,
+        }
+
+    template = "Plugin ID: {0}\nDeveloped by: [[{1}]]\nMobile compatible: yes\n"
+    documents = [
+        note("a", template.format("x", "alice"), ["alice"]),
+        note("b", template.format("x", "bob"), ["bob"]),
+        note("c", "Bread needs a strong flour, as [[alice]] explains in her notes.\n", ["alice"]),
+        note("alice", "Alice", []),
+        note("bob", "Bob", []),
+    ]  # fmt: skip
+    queries = link_queries(Corpus(documents, [], {}))
+    assert [(q.query, q.path, q.origin) for q in queries] == [
+        ("a strong flour as explains in her notes", "alice.md", "c")  # four words a side
+    ]
 
 
 # ---- running, storing, comparing ------------------------------------------------------

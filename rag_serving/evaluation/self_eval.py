@@ -418,10 +418,17 @@ def link_queries(corpus: Corpus) -> list[SelfQuery]:
                 origin=doc["doc_id"],
             )
             found.append(query)
+    # The same words around links to different notes (a template's "Developed by
+    # [[author]]") name no single answer.
+    targets: dict[str, set[str]] = defaultdict(set)
+    for query in found:
+        targets[query.query.casefold()].add(query.doc_id)
     # Deterministic cap per target: the candidates of each target in hash order.
     kept: list[SelfQuery] = []
     seen: set[tuple[str, str]] = set()
     for query in sorted(found, key=lambda q: q.id):
+        if len(targets[query.query.casefold()]) > 1:
+            continue
         if (query.query, query.doc_id) in seen or per_target[query.doc_id] >= MAX_LINKS_PER_TARGET:
             continue
         seen.add((query.query, query.doc_id))
