@@ -229,6 +229,15 @@ def test_cli_json_stored_set_reused_and_delta_recorded(vault_copy: RaglineConfig
     assert len(history) == 3
     assert json.loads(history[-1])["settings"]["search"]["fusion"] == "rrf"
 
+    # Rebuilt from the same index, the set comes out the same and still compares.
+    rebuilt = run_cli(parse_config_file(config_path), "--json", "--modes", "hybrid",
+                      "--rebuild-queries")  # fmt: skip
+    fourth = json.loads(rebuilt.stdout)
+    assert fourth["query_set"]["built_now"] is True
+    assert json.loads(stored_path.read_text())["queries"] == stored["queries"]
+    assert fourth["previous"]["settings_changed"] == []
+    assert fourth["modes"][0]["delta"]["heldout"] == {"mrr@10": 0.0, "hit@10": 0.0}
+
 
 def test_table_output_and_limit(vault_copy: RaglineConfig) -> None:
     result = run_cli(vault_copy, "notes", "--modes", "hybrid,bm25", "--limit", "2")
