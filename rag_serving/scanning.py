@@ -121,6 +121,28 @@ def iter_source_files(source: FileSourceConfig) -> Iterator[FileStat]:
     yield from _Walker(source, source_root(source)).walk()
 
 
+def may_change_source(source: FileSourceConfig, root: Path, path: Path) -> bool:
+    """Whether a file-system event at ``path`` (under ``root``) may change what
+    ``source`` lists: a file its globs select, or a folder (or a path gone that may
+    have been one); never anything in an ignored folder (``.obsidian``, ``.git``)."""
+    try:
+        rel = Path(path).relative_to(root).as_posix()
+    except ValueError:
+        return False
+    if rel == ".":
+        return True
+    walker = _Walker(source, root)
+    *folders, name = rel.split("/")
+    if any(part in walker.ignored for part in folders) or name in walker.ignored:
+        return False
+    if walker._selected(rel):
+        return True
+    if os.path.isdir(path):
+        return walker._folder_selected(rel)
+    # A folder moved away or deleted is reported under its own name only.
+    return not os.path.exists(path) and "." not in name
+
+
 class _Walker:
     def __init__(self, source: FileSourceConfig, root: Path):
         self.source = source

@@ -32,6 +32,51 @@ class SourceRunOutcome:
         return int(self.metadata.get("parsed_documents", {}).get("deferred_documents", 0) or 0)
 
 
+class InProcessIndexer:
+    """Runs the indexing job in this process, recorded in the project's Dagster
+    instance; the instance, the job and (through the resources) the embedder stay
+    loaded between runs, so a long-lived process pays for them once."""
+
+    def __init__(self, config: RaglineConfig, launched_by: str = "cli"):
+        if config.config_path is None:
+            raise RaglineError("internal error: the config was not loaded from a file")
+        os.environ["RAGLINE_CONFIG"] = str(config.config_path)
+        from rag_assets.definitions import defs
+        from rag_assets.instance import open_instance
+        from rag_assets.jobs import INDEX_JOB_NAME
+        from rag_assets.recovery import reap_dead_runs
+
+        logging.getLogger("dagster").setLevel(logging.ERROR)
+        self.config = config
+        self.launched_by = launched_by
+        self.instance = open_instance(config.data_dir)
+        reap_dead_runs(self.instance)
+        self.job = defs.resolve_job_def(INDEX_JOB_NAME)
+
+    def add_partitions(self, names: list[str]) -> None:
+        """Make each named source a partition of the indexing assets."""
+        from rag_assets.partitions import SOURCES_PARTITIONS_NAME
+
+        known = set(self.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
+        missing = [name for name in names if name not in known]
+        if missing:
+            self.instance.add_dynamic_partitions(SOURCES_PARTITIONS_NAME, missing)
+
+    def run(
+        self, name: str, tags: dict[str, str] | None = None, deferred: bool = False
+    ) -> SourceRunOutcome:
+        """One run of the indexing job for source ``name``."""
+        started = time.perf_counter()
+        result = self.job.execute_in_process(
+            partition_key=name,
+            instance=self.instance,
+            tags={**(tags or {}), "ragline/launched_by": self.launched_by},
+            run_config=QUIET_LOGGERS,
+            raise_on_error=False,
+        )
+        return _outcome(name, result, time.perf_counter() - started, deferred)
+
+
 def index_sources(
     config: RaglineConfig,
     names: list[str],
@@ -39,52 +84,25 @@ def index_sources(
     on_progress: Callable[[str, str, int, int], None] | None = None,
 ) -> list[SourceRunOutcome]:
     """Materialise the indexing chain for each named source (all when empty)."""
-    if config.config_path is None:
-        raise RaglineError("internal error: the config was not loaded from a file")
-    os.environ["RAGLINE_CONFIG"] = str(config.config_path)
     selected = [config.source(name).name for name in names] or [s.name for s in config.sources]
     if not selected:
         raise RaglineError(
             f"{config.config_path}: no [[sources]] configured; add one (see `ragline init`)"
         )
     from rag_assets import progress
-    from rag_assets.definitions import defs
-    from rag_assets.instance import open_instance
-    from rag_assets.jobs import INDEX_JOB_NAME
-    from rag_assets.partitions import SOURCES_PARTITIONS_NAME
 
-    logging.getLogger("dagster").setLevel(logging.ERROR)
-    instance = open_instance(config.data_dir)
-    from rag_assets.recovery import reap_dead_runs
-
-    reap_dead_runs(instance)
-    known = set(instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
-    missing = [name for name in selected if name not in known]
-    if missing:
-        instance.add_dynamic_partitions(SOURCES_PARTITIONS_NAME, missing)
-    job = defs.resolve_job_def(INDEX_JOB_NAME)
+    indexer = InProcessIndexer(config)
+    indexer.add_partitions(selected)
     progress.set_reporter(on_progress)
     outcomes = []
-
-    def run(name: str, tags: dict[str, str], deferred: bool) -> SourceRunOutcome:
-        started = time.perf_counter()
-        result = job.execute_in_process(
-            partition_key=name,
-            instance=instance,
-            tags={**tags, "ragline/launched_by": "cli"},
-            run_config=QUIET_LOGGERS,
-            raise_on_error=False,
-        )
-        return _outcome(name, result, time.perf_counter() - started, deferred)
-
     try:
         # Every source's first pass comes first, so its text documents are searchable
         # before any source spends minutes on OCR.
         for name in selected:
-            outcomes.append(run(name, {"ragline/full": "true"} if full else {}, False))
+            outcomes.append(indexer.run(name, {"ragline/full": "true"} if full else {}))
         for first in list(outcomes):
             if first.success and first.deferred_documents:
-                outcomes.append(run(first.source, {"ragline/pass": "deferred"}, True))
+                outcomes.append(indexer.run(first.source, {"ragline/pass": "deferred"}, True))
     finally:
         progress.set_reporter(None)
     return outcomes

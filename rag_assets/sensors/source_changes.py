@@ -6,6 +6,10 @@ below Dagster's 60 s limit) and compares it, plus the indexing settings, with th
 cursor. A source whose last run queued costly work (OCR) leaves a marker file; its
 modification time, also in the cursor, asks once for a deferred pass.
 
+A source that ``ragline watch`` has indexed at the current signal (it records the
+signal before each of its runs) is not run again: the sensor is the safety net for
+the events a watcher misses.
+
 The cursor moves when a run is requested, so a run that fails would leave its
 changes unindexed until the next change. While a source's latest run has failed,
 the sensor requests it again, waiting 1, 2, 4 … minutes (at most an hour) after
@@ -105,7 +109,10 @@ def build_source_changes_sensor(interval_s: int):
                 continue
             fingerprint = f"{signal}-{extra}"
             cursor[source.name] = fingerprint
-            if previous.get(source.name) != fingerprint:
+            changed = previous.get(source.name) != fingerprint
+            if changed and fingerprint == watched_fingerprint(layout, source.name):
+                notes.append(f"{source.name}: indexed by `ragline watch`")
+            elif changed:
                 requests.append(
                     RunRequest(
                         partition_key=source.name,
@@ -142,6 +149,15 @@ def build_source_changes_sensor(interval_s: int):
         return SensorResult(skip_reason=SkipReason(reason), cursor=new_cursor)
 
     return source_changes
+
+
+def watched_fingerprint(layout: IndexLayout, source: str) -> str | None:
+    """The fingerprint ``ragline watch`` last indexed ``source`` at, if any."""
+    try:
+        data = json.loads(layout.watched_signal(source).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data.get("fingerprint") if isinstance(data, dict) else None
 
 
 def record_dead_runs(instance: DagsterInstance, config: RaglineConfig, run_ids: list[str]) -> None:

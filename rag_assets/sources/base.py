@@ -117,6 +117,17 @@ class SourceKind(ABC):
             digest.update(f"{item.key}\0{item.fingerprint}\n".encode())
         return digest.hexdigest()[:20]
 
+    # ---- watch ---------------------------------------------------------------
+
+    def watch_roots(self) -> list[Path]:
+        """Folders (or files) whose file-system events may change the source, for
+        ``ragline watch``; none (the default) leaves the source to the sensor."""
+        return []
+
+    def watches(self, path: Path) -> bool:
+        """Whether an event at ``path``, under a watch root, may change the source."""
+        return True
+
     # ---- load ----------------------------------------------------------------
 
     @abstractmethod

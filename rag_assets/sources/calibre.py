@@ -79,6 +79,15 @@ class CalibreKind(SourceKind):
     def change_signal(self) -> str:
         return library.change_signal(self.calibre)
 
+    # ---- watch ---------------------------------------------------------------
+
+    def watch_roots(self) -> list[Path]:
+        return [Path(self.config.path)]
+
+    def watches(self, path: Path) -> bool:
+        # metadata.db (and its journal) for any edit in Calibre, book files for a new format.
+        return not path.name.startswith(".")
+
     # ---- load ----------------------------------------------------------------
 
     def content_hash(self, item: ItemStat) -> str:

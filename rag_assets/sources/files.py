@@ -15,6 +15,7 @@ from rag_assets.sources.base import ItemStat, SourceKind
 from rag_serving.scanning import (
     OutsideSourceError,
     iter_source_files,
+    may_change_source,
     open_source_file,
     pinned_source_file,
     source_root,
@@ -46,6 +47,12 @@ class FileSourceKind(SourceKind):
             else:
                 fingerprint = f"{stat.size}:{stat.mtime_ns}"
                 yield ItemStat(stat.path, fingerprint, stat.size, stat.mtime_ns)
+
+    def watch_roots(self) -> list[Path]:
+        return [self.root]
+
+    def watches(self, path: Path) -> bool:
+        return may_change_source(self.config, self.root, path)
 
     def content_hash(self, item: ItemStat) -> str:
         return source_file_sha256(self.real_root, item.key)

@@ -106,6 +106,21 @@ class MailKind(SourceKind):
             digest.update(line.encode("utf-8", "surrogateescape") + b"\n")
         return digest.hexdigest()[:20]
 
+    # ---- watch ---------------------------------------------------------------
+
+    def watch_roots(self) -> list[Path]:
+        return [Path(self.config.path)]
+
+    def watches(self, path: Path) -> bool:
+        try:
+            parts = path.relative_to(self.config.path).parts
+        except ValueError:
+            return False
+        # A Maildir delivery writes into tmp/ and then moves the file into new/.
+        if len(parts) >= 2 and parts[-2] == "tmp":
+            return False
+        return not any(part in self.config.ignore_dirs for part in parts)
+
     # ---- load ----------------------------------------------------------------
 
     def _entry(self, key: str) -> MailEntry | None:

@@ -32,6 +32,11 @@ class IndexLayout:
         """Present while ``source`` has work left for a deferred pass (OCR)."""
         return self.data_dir / "deferred" / source
 
+    def watched_signal(self, source: str) -> Path:
+        """The change signal ``ragline watch`` last indexed ``source`` at: the sensor
+        does not run a source again for changes the watcher has indexed."""
+        return self.data_dir / "watched" / f"{source}.json"
+
     def source_state_dir(self, source: str) -> Path:
         """A source kind's own state (mailbox offsets, fetched feed entries)."""
         return self.data_dir / "sources" / source
