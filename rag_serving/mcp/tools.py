@@ -137,13 +137,6 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
             Literal["hybrid", "bm25", "vector"] | None,
             Field(description="hybrid (default), bm25 (keywords) or vector (meaning)."),
         ] = None,
-        rerank: Annotated[
-            bool | None,
-            Field(
-                description="Re-score the top hits with the configured reranker (slower, often "
-                "more precise); default: the server's setting. An error if none is configured."
-            ),
-        ] = None,
         sources: Annotated[list[str] | None, Field(description="Only these sources.")] = None,
         kinds: Annotated[
             list[str] | None,
@@ -196,6 +189,13 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
         ] = None,
         feeds: Annotated[
             list[str] | None, Field(description="Only entries of these feeds (by title).")
+        ] = None,
+        rerank: Annotated[
+            bool | None,
+            Field(
+                description="Re-score the top hits with the configured reranker (slower, often "
+                "more precise); default: the server's setting. An error if none is configured."
+            ),
         ] = None,
     ) -> SearchOutput:
         request = SearchRequest(
