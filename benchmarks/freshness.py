@@ -102,10 +102,9 @@ def folder_with_notes(vault: Path, count: int) -> list[Path]:
     return best
 
 
-def save_to_searchable(config_path: Path, vault: Path, data_dir: Path) -> dict[str, float]:
-    from rag_serving.config import parse_config_file
-    from rag_serving.search import SearchEngine
-
+def save_to_searchable_setup(config_path: Path, data_dir: Path) -> subprocess.Popen:
+    """`ragline ui` started in its own session, once its first sensor tick's run (of
+    the unchanged source) is over; stop it with ``os.killpg(ui.pid, SIGTERM)``."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -115,27 +114,28 @@ def save_to_searchable(config_path: Path, vault: Path, data_dir: Path) -> dict[s
         [sys.executable, "-m", "ragline.cli", "--config", str(config_path), "ui", "--port", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env,
     )  # fmt: skip
+    time.sleep(20)  # the daemon's first sensor tick runs the (unchanged) source once
+    wait_until_settled(data_dir)
+    return ui
+
+
+def wait_until_settled(data_dir: Path, timeout_s: float = 900) -> None:
+    """Wait until no run of the index's Dagster instance is queued or going."""
+    from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+
+    instance = DagsterInstance.from_config(str(data_dir / "dagster"))
+    active = [DagsterRunStatus.QUEUED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
+    deadline = time.time() + timeout_s
+    while instance.get_runs_count(filters=RunsFilter(statuses=active)) and time.time() < deadline:
+        time.sleep(1)
+
+
+def save_to_searchable(config_path: Path, vault: Path, data_dir: Path) -> dict[str, float]:
+    from rag_serving.config import parse_config_file
+    from rag_serving.search import SearchEngine
+
+    ui = save_to_searchable_setup(config_path, data_dir)
     try:
-        from dagster import DagsterInstance, DagsterRunStatus
-
-        instance = DagsterInstance.from_config(str(data_dir / "dagster"))
-        time.sleep(20)  # the daemon's first sensor tick runs the (unchanged) source once
-
-        def settled() -> bool:
-            active = instance.get_runs_count(
-                filters=__import__("dagster").RunsFilter(
-                    statuses=[
-                        DagsterRunStatus.QUEUED,
-                        DagsterRunStatus.STARTING,
-                        DagsterRunStatus.STARTED,
-                    ]
-                )
-            )
-            return active == 0
-
-        deadline = time.time() + 600
-        while not settled() and time.time() < deadline:
-            time.sleep(1)
         engine = SearchEngine(parse_config_file(config_path))
         token = "zq" + uuid.uuid4().hex[:10]
         note = sorted(vault.rglob("*.md"))[len(list(vault.rglob("*.md"))) // 3]
