@@ -50,9 +50,6 @@ class Reranker(ABC):
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
         """One score per text, in the order given."""
 
-    def describe(self) -> str:
-        return f"{self.provider}:{self.config.model or '-'}"
-
 
 # ---- cross-encoder ----------------------------------------------------------------
 
@@ -152,9 +149,6 @@ class HttpReranker(Reranker):
         self.url = config.url
         self._client = _client(config.timeout_s)
 
-    def describe(self) -> str:
-        return f"http:{self.url}"
-
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
         if not texts:
             return []
@@ -235,9 +229,6 @@ class OllamaReranker(Reranker):
         self.model = config.model
         self.url = config.host.rstrip("/") + "/api/generate"
         self._client = _client(config.timeout_s)
-
-    def describe(self) -> str:
-        return f"ollama:{self.model}"
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
         if not texts:
