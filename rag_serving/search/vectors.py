@@ -6,6 +6,9 @@ flat scan whose fixed costs (plan, async round trips, reading the column) domina
 MCP server, ``ragline watch``, a benchmark) keeps the vectors as one normalised
 float32 matrix and scans it with numpy, reloading it when the table's version
 changes (checked at most once per read-consistency interval by LanceDB itself).
+The hits' own columns (``row_columns``: text, path, title…) are kept beside it as an
+Arrow table, so a warm search reads its hits without a LanceDB query (a take by
+row id costs ~50 ms on a table of many fragments, as a fresh index is).
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
-# The matrix is kept for tables up to this many rows (150 MB at 384 dimensions);
-# larger tables have a vector index, which LanceDB searches faster.
+# The matrix is kept for tables up to this many rows (150 MB at 384 dimensions, plus
+# the hits' columns, ~1 KB of text a row); larger tables have a vector index, which
+# LanceDB searches faster.
 MAX_ROWS = 100_000
 
 
@@ -24,16 +28,18 @@ MAX_ROWS = 100_000
 class _Matrix:
     version: int
     ids: list[str]
-    row_ids: dict[str, int]  # chunk id → LanceDB row id at ``version``
     vectors: np.ndarray  # (rows, dimension), rows normalised
     sources: np.ndarray  # source name per row
     kinds: np.ndarray
+    rows: Any  # pyarrow.Table of the row columns, in the order of ``ids``
+    positions: dict[str, int]  # chunk id → its position in ``ids`` and ``rows``
 
 
 class InMemoryVectors:
     """One chunks table's vectors in memory; ``search`` returns (ids, cosine)."""
 
-    def __init__(self) -> None:
+    def __init__(self, row_columns: list[str] | None = None) -> None:
+        self.row_columns = row_columns or ["chunk_id"]
         self._matrix: _Matrix | None = None
         self._table_name: str | None = None
         self._version: int | None = None
@@ -48,7 +54,7 @@ class InMemoryVectors:
             return self._matrix is not None
         self._table_name, self._version = table_name, version
         small = int(table.count_rows()) <= MAX_ROWS and find_vector_index(table) is None
-        self._matrix = _load(table, version) if small else None
+        self._matrix = _load(table, version, self.row_columns) if small else None
         return self._matrix is not None
 
     def search(
@@ -77,19 +83,23 @@ class InMemoryVectors:
         rows = candidates[top]
         return [matrix.ids[i] for i in rows], [float(sims[i]) for i in rows]
 
-    def row_ids(self, chunk_ids: list[str], version: int) -> list[int] | None:
-        """LanceDB row ids of ``chunk_ids`` at table ``version`` (None when the matrix
-        is of another version or lacks one of them)."""
+    def rows(self, chunk_ids: list[str], version: int) -> dict[str, dict[str, Any]] | None:
+        """The row columns of ``chunk_ids`` at table ``version`` (None when the matrix is
+        of another version or lacks one of them)."""
         matrix = self._matrix
         if matrix is None or matrix.version != version:
             return None
-        found = [matrix.row_ids.get(cid) for cid in chunk_ids]
-        return None if None in found else [int(r) for r in found if r is not None]
+        found = [matrix.positions.get(cid) for cid in chunk_ids]
+        if None in found:
+            return None
+        taken = matrix.rows.take([int(i) for i in found if i is not None]).to_pylist()
+        return {row["chunk_id"]: row for row in taken}
 
 
-def _load(table: Any, version: int) -> _Matrix:
-    query = table.search().select(["chunk_id", "source", "kind", "vector"])
-    data = query.with_row_id(True).limit(None).to_arrow()
+def _load(table: Any, version: int, row_columns: list[str]) -> _Matrix:
+    columns = list(dict.fromkeys(["chunk_id", "source", "kind", *row_columns, "vector"]))
+    query = table.search().select(columns)
+    data = query.limit(None).to_arrow()
     column = data.column("vector").combine_chunks()
     rows = data.num_rows
     if rows:
@@ -101,9 +111,10 @@ def _load(table: Any, version: int) -> _Matrix:
         vectors = np.zeros((0, 1), dtype=np.float32)
     ids = data.column("chunk_id").to_pylist()
     return _Matrix(
+        rows=data.select(list(dict.fromkeys(["chunk_id", *row_columns]))),
+        positions={cid: i for i, cid in enumerate(ids)},
         version=version,
         ids=ids,
-        row_ids=dict(zip(ids, data.column("_rowid").to_pylist(), strict=True)),
         vectors=vectors,
         sources=np.asarray(data.column("source").to_pylist(), dtype=object),
         kinds=np.asarray(data.column("kind").to_pylist(), dtype=object),
