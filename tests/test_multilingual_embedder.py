@@ -201,3 +201,43 @@ def test_e5_prefixes_reach_the_server(tmp_path: Path, standin: OllamaStandIn) ->
     assert top_paths(engine, "どこで生れたかとんと見当がつかぬ", "vector")[0] == "猫.md"
     [query] = standin.embed_requests[asked:]
     assert query.inputs == ["query: どこで生れたかとんと見当がつかぬ"]
+
+
+def test_new_prefixes_are_a_new_generation_and_queries_keep_the_live_ones(
+    tmp_path: Path, standin: OllamaStandIn
+) -> None:
+    embedder = {
+        "provider": "ollama",
+        "host": standin.host,
+        "model": "multilingual-e5-small",
+        "multilingual": True,
+        "query_prefix": "query: ",
+        "document_prefix": "passage: ",
+    }
+    sources = write_vault(tmp_path / "vault")
+    config_path = write_config(tmp_path, sources, embedder)
+    index_json(config_path)
+    layout = IndexLayout(tmp_path / "data")
+    old = read_manifest(layout.manifest_path).active
+    assert (old.fingerprint.document_prefix, old.fingerprint.query_prefix) == (
+        "passage: ",
+        "query: ",
+    )
+
+    nomic = {**embedder, "query_prefix": "search_query: ", "document_prefix": "search_document: "}
+    write_config(tmp_path, sources, nomic)
+    index_json(config_path, "ja")  # half of the switch: the old vectors stay live
+    manifest = read_manifest(layout.manifest_path)
+    assert manifest.active == old and manifest.building is not None
+    assert manifest.building.fingerprint.document_prefix == "search_document: "
+    assert manifest.building.key != old.key
+    engine = SearchEngine(parse_config_file(config_path))
+    asked = len(standin.embed_requests)
+    engine.search("見当がつかぬ", k=3, mode="vector")
+    assert standin.embed_requests[asked:][-1].inputs == ["query: 見当がつかぬ"]
+
+    index_json(config_path, "ar")
+    assert read_manifest(layout.manifest_path).active.fingerprint.query_prefix == "search_query: "
+    asked = len(standin.embed_requests)
+    engine.search("見当がつかぬ", k=3, mode="vector")
+    assert standin.embed_requests[asked:][-1].inputs == ["search_query: 見当がつかぬ"]

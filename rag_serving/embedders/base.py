@@ -21,15 +21,25 @@ class EmbedderFingerprint:
     model: str
     dimension: int
     chunker_version: str = CHUNKER_VERSION
+    # Texts the model sees before each document and query (e5: "passage: ", "query: "):
+    # other prefixes make other vectors.
+    document_prefix: str = ""
+    query_prefix: str = ""
 
     def as_dict(self) -> dict[str, str | int]:
-        return asdict(self)
+        data = asdict(self)
+        for name in ("document_prefix", "query_prefix"):
+            if not data[name]:
+                del data[name]  # index.json files stay as they were without prefixes
+        return data
 
     def key(self) -> str:
         """A short string that identifies the fingerprint (used in file names)."""
         import hashlib
 
         text = f"{self.provider}|{self.model}|{self.dimension}|{self.chunker_version}"
+        if self.document_prefix or self.query_prefix:
+            text += f"|{self.document_prefix}|{self.query_prefix}"
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def describe(self) -> str:

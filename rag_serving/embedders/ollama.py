@@ -24,13 +24,14 @@ import re
 import threading
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import numpy as np
 
-from rag_serving.embedders.base import Embedder
+from rag_serving.embedders.base import Embedder, EmbedderFingerprint
 from rag_serving.errors import EmbedderError, EmbedderUnavailableError, ModelNotFoundError
 
 if TYPE_CHECKING:
@@ -108,6 +109,15 @@ class OllamaEmbedder(Embedder):
             self._embed([self.config.document_prefix + DIMENSION_PROBE])
         assert self._dimension is not None
         return self._dimension
+
+    @property
+    def fingerprint(self) -> EmbedderFingerprint:
+        base = super().fingerprint
+        return replace(
+            base,
+            document_prefix=self.config.document_prefix,
+            query_prefix=self.config.query_prefix,
+        )
 
     @property
     def max_tokens(self) -> int:

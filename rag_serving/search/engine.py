@@ -577,15 +577,17 @@ def embedder_config_for(
     model = (
         "all-MiniLM-L6-v2" if configured.model.endswith("all-MiniLM-L6-v2") else configured.model
     )
+    prefixes = {"document_prefix": fingerprint.document_prefix,
+                "query_prefix": fingerprint.query_prefix}  # fmt: skip
+    recorded = fingerprint.document_prefix or fingerprint.query_prefix
     if (configured.provider, model) == (fingerprint.provider, fingerprint.model):
-        return configured
+        if not isinstance(configured, OllamaConfig) or not recorded:
+            return configured  # (an index made before prefixes were recorded: as configured)
+        return configured.model_copy(update=prefixes)  # the prefixes its vectors had
     if fingerprint.provider == "ollama":
-        host = (
-            configured.host
-            if isinstance(configured, OllamaConfig)
-            else OllamaConfig(provider="ollama").host
-        )
-        return OllamaConfig(provider="ollama", model=fingerprint.model, host=host)
+        if isinstance(configured, OllamaConfig):
+            return configured.model_copy(update={"model": fingerprint.model, **prefixes})
+        return OllamaConfig(provider="ollama", model=fingerprint.model, **prefixes)
     return SentenceTransformersConfig(model=fingerprint.model)
 
 
