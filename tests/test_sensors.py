@@ -96,13 +96,25 @@ def test_change_sensor_requests_runs_for_changed_sources_only(
         assert "no changes in 2 source(s)" in quiet.skip_reason.skip_message
 
         note = journal / "2023-01-15.md"
+        original, stat = note.read_bytes(), note.stat()
         note.write_text(note.read_text() + "\nA marmot whistled.\n")
         later = time.time() + 5
         os.utime(note, (later, later))
         changed = _tick(sensor, instance, config_path, cursor)
         assert [r.partition_key for r in changed.run_requests] == ["journal"]
-        assert changed.run_requests[0].run_key == f"journal:{json.loads(changed.cursor)['journal']}"
+        fingerprint = json.loads(changed.cursor)["journal"]
+        assert changed.run_requests[0].run_key == f"journal:{fingerprint}:2"
         assert json.loads(changed.cursor)["notes"] == json.loads(cursor)["notes"]
+
+        # Back to the first state (a note created, then deleted): a run all the same,
+        # under a run key Dagster has not seen (it drops a request with a used one).
+        note.write_bytes(original)
+        os.utime(note, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        back = _tick(sensor, instance, config_path, changed.cursor)
+        [request] = back.run_requests
+        assert json.loads(back.cursor)["journal"] == json.loads(cursor)["journal"]
+        first_keys = {r.run_key for r in first.run_requests}
+        assert request.run_key not in first_keys | {changed.run_requests[0].run_key}
 
 
 def test_change_sensor_waits_for_partitions_and_survives_a_missing_folder(

@@ -109,14 +109,21 @@ def build_source_changes_sensor(interval_s: int):
                 continue
             fingerprint = f"{signal}-{extra}"
             cursor[source.name] = fingerprint
+            # A source can come back to an earlier state (a note created, then deleted):
+            # its run key must be new all the same, or Dagster drops the request.
+            sequence_key = f"{source.name}:seq"
+            sequence = int(previous.get(sequence_key, "0"))
+            if sequence:
+                cursor[sequence_key] = str(sequence)
             changed = previous.get(source.name) != fingerprint
             if changed and fingerprint == watched_fingerprint(layout, source.name):
                 notes.append(f"{source.name}: indexed by `ragline watch`")
             elif changed:
+                cursor[sequence_key] = str(sequence + 1)
                 requests.append(
                     RunRequest(
                         partition_key=source.name,
-                        run_key=f"{source.name}:{fingerprint}",
+                        run_key=f"{source.name}:{fingerprint}:{sequence + 1}",
                         tags={LAUNCHED_BY_TAG: "sensor"},
                     )
                 )
@@ -136,7 +143,7 @@ def build_source_changes_sensor(interval_s: int):
             requests.append(
                 RunRequest(
                     partition_key=source.name,
-                    run_key=f"{source.name}:{fingerprint}:retry{retries + 1}",
+                    run_key=f"{source.name}:{fingerprint}:{sequence}:retry{retries + 1}",
                     tags={LAUNCHED_BY_TAG: "sensor-retry"},
                 )
             )
