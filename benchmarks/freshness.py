@@ -166,10 +166,7 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, required=True)
     args = parser.parse_args()
 
-    from dagster import build_sensor_context, instance_for_test
-
-    from rag_assets.resources import RaglineConfigResource
-    from rag_assets.sensors.source_changes import build_source_changes_sensor
+    from benchmarks.timing import median_sensor_tick
 
     work = Path(tempfile.mkdtemp(prefix="ragline-fresh-"))
     config_path = write_config(work / "ragline.toml", args.data_dir, args.vault)
@@ -177,19 +174,7 @@ def main() -> None:
 
     files = bare_stat_walk(args.vault)
     walk = timed(lambda: bare_stat_walk(args.vault), 5)
-    sensor = build_source_changes_sensor(30)
-    resources = {"settings": RaglineConfigResource(config_path=str(config_path))}
-    with instance_for_test() as instance:
-        instance.add_dynamic_partitions("sources", [SOURCE])
-        cursor = sensor(build_sensor_context(instance=instance, resources=resources)).cursor
-        ticks = timed(
-            lambda: sensor(
-                build_sensor_context(instance=instance, cursor=cursor, resources=resources)
-            ),
-            5,
-        )
-        quiet = sensor(build_sensor_context(instance=instance, cursor=cursor, resources=resources))
-        assert not quiet.run_requests, "the vault changed during the benchmark"
+    tick_s = median_sensor_tick(config_path, SOURCE, repeat=5)
 
     run_index(config_path)  # settle: anything left from earlier runs
     idle_s, idle_meta = run_index(config_path)
@@ -211,8 +196,8 @@ def main() -> None:
     data = {
         "files": files,
         "bare_stat_walk_s": round(statistics.median(walk), 3),
-        "sensor_tick_no_change_s": round(statistics.median(ticks), 3),
-        "sensor_tick_vs_bare_walk": round(statistics.median(ticks) / statistics.median(walk), 2),
+        "sensor_tick_no_change_s": round(tick_s, 3),
+        "sensor_tick_vs_bare_walk": round(tick_s / statistics.median(walk), 2),
         "run_no_change_s": round(idle_s, 1),
         "run_no_change_vs_bare_walk": round(idle_s / statistics.median(walk), 1),
         "edit_note": str(note.relative_to(args.vault)),

@@ -236,6 +236,12 @@ class SearchEngine:
         )
 
     @property
+    def warm(self) -> bool:
+        """From its second search on, an engine keeps what makes searches fast in
+        memory (a one-shot `ragline search` would spend more loading it)."""
+        return self._searches > 1
+
+    @property
     def embedder(self) -> Embedder:
         """The query embedder of the active generation (which may lag the config
         while a new generation is being built)."""
@@ -399,7 +405,7 @@ class SearchEngine:
             )
         with timer.stage("vector"):
             chunks = self.store.chunks(self.generation.table)
-            if self._searches > 1 and _in_memory_filters(filters):
+            if self.warm and _in_memory_filters(filters):
                 with self._lock:
                     if self._memory.usable(chunks, self.generation.table):
                         return self._memory.search(vector, depth, filters.sources, filters.kinds)
@@ -485,7 +491,7 @@ class SearchEngine:
         the BTREE threshold, ~4-20 ms)."""
         assert self.generation is not None
         chunks = self.store.chunks(self.generation.table)
-        if self._searches > 1:
+        if self.warm:
             with self._lock:
                 rows = self._memory.rows(chunk_ids, int(chunks.version))
             if rows is not None:
@@ -516,7 +522,7 @@ class SearchEngine:
         sources = list({row["source"] for row in rows})
         file_columns = ["doc_id", "size", "mtime_ns", "seen_at"]
         state_columns = ["source", "last_indexed_at"]
-        if self._searches > 1:  # warm: whole tables per version, no query per search
+        if self.warm:  # whole tables per version, no query per search
             files = self._small_table("files", "doc_id", file_columns)
             recorded = {d: files[d] for d in doc_ids if d in files}
             states = self._small_table("source_state", "source", state_columns)
