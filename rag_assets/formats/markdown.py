@@ -24,6 +24,7 @@ from urllib.parse import unquote
 
 import yaml
 from markdown_it import MarkdownIt
+from markdown_it.rules_core.state_core import StateCore
 from markdown_it.token import Token
 
 from rag_assets.formats.model import (
@@ -91,13 +92,27 @@ class NoteParseError(Exception):
 # markdown-it helpers (shared with the chunker)
 
 
+def _heading_inline(state: StateCore) -> None:
+    """markdown-it's ``inline`` core rule for headings only: nothing reads the inline
+    tokens of other blocks, and for a 20 MB note they took most of a gigabyte."""
+    tokens = state.tokens
+    for i, token in enumerate(tokens):
+        if token.type == "inline" and i and tokens[i - 1].type == "heading_open":
+            if token.children is None:
+                token.children = []
+            state.md.inline.parse(token.content, state.md, state.env, token.children)
+
+
 @lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
-    return MarkdownIt("commonmark").enable("table")
+    parser = MarkdownIt("commonmark").enable("table")
+    parser.core.ruler.at("inline", _heading_inline)
+    return parser
 
 
 def block_tokens(text: str) -> list[Token]:
-    """Block-level markdown-it tokens of ``text`` (CommonMark + tables).
+    """Block-level markdown-it tokens of ``text`` (CommonMark + tables); only a
+    heading's ``inline`` token has its ``children`` parsed (others: ``None``).
 
     ``token.map`` holds 0-based ``[first_line, end_line)`` ranges in ``text``.
     ``text`` should use ``\\n`` line endings (``ParsedNote.body`` does).
@@ -375,20 +390,38 @@ _HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
 _HTML_TAG = re.compile(r"</?[A-Za-z][^<>\n]*>")
 
 
-def _blank(chars: list[str], start: int, end: int) -> None:
-    for i in range(start, end):
-        if chars[i] != "\n":
-            chars[i] = " "
+def _blanked(text: str) -> str:
+    """``text`` with every character but newlines replaced by a space."""
+    return "\n".join(" " * len(line) for line in text.split("\n"))
+
+
+def _blank_spans(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with the ``[start, end)`` spans blanked (newlines kept), built from
+    slices: a per-character list of a 20 MB body costs 8 bytes a character."""
+    pieces: list[str] = []
+    pos = 0
+    for start, end in sorted(spans):
+        start = max(start, pos)
+        if end <= start:
+            continue
+        pieces.append(text[pos:start])
+        pieces.append(_blanked(text[start:end]))
+        pos = end
+    if not pieces:
+        return text
+    pieces.append(text[pos:])
+    return "".join(pieces)
 
 
 def _blank_matches(text: str, pattern: re.Pattern[str]) -> str:
-    return pattern.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+    return pattern.sub(lambda m: _blanked(m.group(0)), text)
 
 
-def _mask_code(body: str) -> tuple[str, str]:
-    """(text with code and comments blanked, same with HTML blanked too)."""
-    chars = list(body)
+def _mask_code(body: str) -> tuple[str, list[tuple[int, int]]]:
+    """(text with code and comments blanked, the spans of HTML blocks): the second
+    text of ``_scan_body`` (HTML blanked too) is made from them when it is needed."""
     starts = line_offsets(body)
+    code: list[tuple[int, int]] = []
     html_lines: list[tuple[int, int]] = []
     for tok in block_tokens(body):
         if tok.map is None:
@@ -396,18 +429,15 @@ def _mask_code(body: str) -> tuple[str, str]:
         begin = starts[tok.map[0]] if tok.map[0] < len(starts) else len(body)
         end = starts[tok.map[1]] if tok.map[1] < len(starts) else len(body)
         if tok.type in ("fence", "code_block"):
-            _blank(chars, begin, end)
+            code.append((begin, end))
         elif tok.type == "html_block":
             html_lines.append((begin, end))
-    masked = "".join(chars)
+    del starts
+    masked = _blank_spans(body, code)
     masked = _blank_matches(masked, _INLINE_CODE)
     masked = _blank_matches(masked, _HTML_COMMENT)
     masked = _blank_matches(masked, _OBSIDIAN_COMMENT)
-    chars = list(masked)
-    for begin, end in html_lines:
-        _blank(chars, begin, end)
-    no_html = _blank_matches("".join(chars), _HTML_TAG)
-    return masked, no_html
+    return masked, html_lines
 
 
 # ---------------------------------------------------------------------------
@@ -498,7 +528,7 @@ def _add_tag(tags: list[str], seen: set[str], raw: str) -> None:
 def _scan_body(
     body: str, body_start_line: int, links: list[Link], tags: list[str], seen: set[str]
 ) -> None:
-    masked, no_html = _mask_code(body)
+    masked, html_lines = _mask_code(body)
     starts = line_offsets(body)
     found: list[tuple[int, Link]] = []
     for m in _WIKILINK.finditer(masked):
@@ -512,8 +542,11 @@ def _scan_body(
         link = _markdown_link(m.group(2), m.group(3), bool(m.group(1)), line)
         if link is not None:
             found.append((m.start(), link))
+    del without_wikilinks, starts  # copies of the body: one at a time
     found.sort(key=lambda item: item[0])
     links.extend(link for _, link in found)
+    no_html = _blank_matches(_blank_spans(masked, html_lines), _HTML_TAG)
+    del masked
     for m in _TAG.finditer(_blank_matches(no_html, _WIKILINK)):
         name = m.group(1).rstrip("/")
         if _is_tag(name):

@@ -8,6 +8,7 @@ of those chunks under its own ids, so a renamed 50 MB PDF is not chunked again."
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -29,6 +30,7 @@ _DOC_COLUMNS = [
     "doc_id", "source", "path", "body", "body_start_line", "content_hash", "sections_json",
     "file_type",
 ]  # fmt: skip
+_ROW_DOC_COLUMNS = ("doc_id", "source", "content_hash")  # what a chunk's row takes
 _COPY_COLUMNS = [
     "doc_content_hash", "ordinal", "heading_path", "anchor", "line_start", "line_end", "text",
     "embed_text", "embed_hash", "token_count", "facets",
@@ -99,8 +101,10 @@ def chunk_source(
     gone = [d for d in known if d not in live]
     result.deleted = len(gone)
     target, maximum = chunk_budget(chunking, embedder)
-    pending: list[dict[str, Any]] = []  # chunks of the documents in ``pending_ids``
+    # Chunks of the documents in ``pending_ids`` (rows are made as they are written).
+    pending: list[tuple[dict[str, Any], list[Chunk]]] = []
     pending_ids: list[str] = []
+    pending_chunks = 0
     written = 0
     for start in range(0, len(todo), batch_size):
         ids = todo[start : start + batch_size]
@@ -112,7 +116,8 @@ def chunk_source(
                 result.extra["reused_chunkings"] = int(result.extra.get("reused_chunkings", 0)) + 1
             else:
                 pieces = kind.chunk(_view(doc), embedder.count_tokens, target, maximum)
-            pending.extend(_chunk_rows(doc, pieces, key))
+            pending.append(({k: doc[k] for k in _ROW_DOC_COLUMNS}, pieces))
+            pending_chunks += len(pieces)
             if not pieces:
                 result.skipped += 1  # nothing to embed (empty body); re-checked each run
             elif doc["doc_id"] in same_content:
@@ -122,26 +127,50 @@ def chunk_source(
             else:
                 result.new += 1
         pending_ids.extend(ids)  # a document that vanished meanwhile loses its chunks
-        if len(pending) >= COMMIT_CHUNKS:
-            written += _write(store, scope, pending, pending_ids)
-            pending, pending_ids = [], []
+        if pending_chunks >= COMMIT_CHUNKS:
+            written += _write(store, scope, pending, pending_ids, key)
+            pending, pending_ids, pending_chunks = [], [], 0
         report(source.name, "chunk", min(start + batch_size, len(todo)), len(todo))
     if pending or pending_ids or gone:
-        written += _write(store, scope, pending, pending_ids + gone)
+        written += _write(store, scope, pending, pending_ids + gone, key)
     result.row_count = store.count("staged_chunks", scope)
     result.extra["chunks_written"] = written
     return result
 
 
-def _write(store: IndexStore, scope: str, rows: list[dict[str, Any]], doc_ids: list[str]) -> int:
-    """Upsert ``rows`` and delete the other chunks of ``doc_ids``, in one commit."""
+def _write(
+    store: IndexStore,
+    scope: str,
+    pending: list[tuple[dict[str, Any], list[Chunk]]],
+    doc_ids: list[str],
+    key: str,
+) -> int:
+    """Upsert the chunks of ``pending`` and delete the other chunks of ``doc_ids``, in
+    one commit; rows are made ``COMMIT_CHUNKS`` at a time as LanceDB reads them."""
+    count = sum(len(pieces) for _, pieces in pending)
     store.apply_changes(
         "staged_chunks",
         schemas.STAGED_CHUNKS,
-        pa.Table.from_pylist(rows, schemas.STAGED_CHUNKS) if rows else None,
+        row_batches(pending, key, COMMIT_CHUNKS) if count else None,
         delete_where=f"{scope} AND {sql_in('doc_id', doc_ids)}",
     )
-    return len(rows)
+    return count
+
+
+def row_batches(
+    pending: list[tuple[dict[str, Any], list[Chunk]]], key: str, size: int
+) -> Iterator[pa.RecordBatch]:
+    """The staged rows of ``pending``'s chunks as record batches of at most ``size``
+    rows: a document of 70,000 chunks is never in memory as rows all at once."""
+    rows: list[dict[str, Any]] = []
+    for doc, pieces in pending:
+        for row in _chunk_rows(doc, pieces, key):
+            rows.append(row)
+            if len(rows) >= size:
+                yield pa.RecordBatch.from_pylist(rows, schemas.STAGED_CHUNKS)
+                rows = []
+    if rows:
+        yield pa.RecordBatch.from_pylist(rows, schemas.STAGED_CHUNKS)
 
 
 def _view(doc: dict[str, Any]) -> DocumentView:
@@ -193,30 +222,26 @@ def _copied_chunks(store: IndexStore, donor: str) -> list[Chunk]:
     ]
 
 
-def _chunk_rows(doc: dict[str, Any], pieces: list[Any], key: str) -> list[dict[str, Any]]:
-    rows = []
+def _chunk_rows(doc: dict[str, Any], pieces: list[Any], key: str) -> Iterator[dict[str, Any]]:
     occurrences: dict[str, int] = {}
     for piece in pieces:
         digest = text_hash(piece.embed_text)
         occurrence = occurrences.get(digest, 0)
         occurrences[digest] = occurrence + 1
-        rows.append(
-            {
-                "chunk_id": chunk_id(doc["doc_id"], digest, occurrence),
-                "doc_id": doc["doc_id"],
-                "source": doc["source"],
-                "ordinal": piece.ordinal,
-                "heading_path": list(piece.heading_path),
-                "anchor": piece.anchor or heading_anchor(list(piece.heading_path)),
-                "line_start": piece.line_start,
-                "line_end": piece.line_end,
-                "text": piece.text,
-                "embed_text": piece.embed_text,
-                "embed_hash": digest,
-                "token_count": piece.token_count,
-                "doc_content_hash": doc["content_hash"],
-                "chunking_key": key,
-                "facets": list(piece.facets),
-            }
-        )
-    return rows
+        yield {
+            "chunk_id": chunk_id(doc["doc_id"], digest, occurrence),
+            "doc_id": doc["doc_id"],
+            "source": doc["source"],
+            "ordinal": piece.ordinal,
+            "heading_path": list(piece.heading_path),
+            "anchor": piece.anchor or heading_anchor(list(piece.heading_path)),
+            "line_start": piece.line_start,
+            "line_end": piece.line_end,
+            "text": piece.text,
+            "embed_text": piece.embed_text,
+            "embed_hash": digest,
+            "token_count": piece.token_count,
+            "doc_content_hash": doc["content_hash"],
+            "chunking_key": key,
+            "facets": list(piece.facets),
+        }

@@ -106,36 +106,29 @@ def embed_source(
     # Which texts already have a vector in this generation (hashes only, read once).
     known_hashes = {digest for (digest,) in _columns(store, table, None, ["embed_hash"])}
     stale_set = set(stale)
-    embedded = reused = done = 0
+    counts = {"embedded": 0, "reused": 0}
+    done = 0
     for batch_docs in _document_batches(plan.to_write, batch_size):
         wanted_ids = {cid for doc_id in batch_docs for cid in plan.to_write[doc_id]}
-        rows = [
-            _served_row(staged, docs[staged["doc_id"]])
-            for staged in store.read(
-                "staged_chunks", where=f"{scope} AND {sql_in('doc_id', batch_docs)}"
-            ).to_pylist()
-            if staged["chunk_id"] in wanted_ids
-        ]
-        vectors, fresh = _vectors_for(store, table, embedder, rows, known_hashes)
-        known_hashes.update(r["embed_hash"] for r in rows)
-        embedded += fresh
-        reused += len(rows) - fresh
-        now = utcnow()
-        for row, vector in zip(rows, vectors, strict=True):
-            row["vector"] = vector
-            row["indexed_at"] = now
         # The chunks these documents lost go in the same commit as their new ones.
         gone = [c for d in batch_docs for c in current_by_doc.get(d, ()) if c in stale_set]
         stale_set.difference_update(gone)
+        written: set[str] = set()  # the embed hashes this commit writes
+        batches = _served_batches(
+            store, table, embedder, scope, batch_docs, wanted_ids, docs, schema,
+            _Vectors(known_hashes, plan.repeated, written, counts), batch_size,
+        )  # fmt: skip
         store.apply_changes(
             table,
             schema,
-            pa.Table.from_pylist(rows, schema),
+            batches,
             delete_where=f"{scope} AND {sql_in('chunk_id', gone)}" if gone else None,
             compare_columns=("row_hash",) if not full else (),
         )
-        done += len(rows)
+        known_hashes.update(written)  # readable from the table now that it is committed
+        done += len(wanted_ids)
         report(source.name, "embed", done, to_write)
+    embedded, reused = counts["embedded"], counts["reused"]
     if stale_set:  # chunks of deleted documents, and of documents with nothing new
         store.delete(table, f"{scope} AND {sql_in('chunk_id', stale_set)}")
     embedder.prepare_query_path()
@@ -152,6 +145,9 @@ class _Plan:
     to_write: dict[str, list[str]] = field(default_factory=dict)  # doc_id -> chunk ids
     new: int = 0  # chunks to write that are not served yet
     rebuilt: int = 0  # chunks rewritten as they are served (a full rebuild)
+    # Embed hashes more than one chunk to write has: the only vectors worth keeping
+    # until their commit makes them readable from the table.
+    repeated: set[str] = field(default_factory=set)
 
 
 def _plan(
@@ -164,6 +160,7 @@ def _plan(
     """Stream the source's staged chunks (without their embed text) and decide which
     to write: new ones, and those whose served row would differ (or all, ``full``)."""
     plan = _Plan()
+    seen: set[str] = set()
     for staged in _scan(store, "staged_chunks", scope, _PLAN_COLUMNS):
         doc = docs.get(staged["doc_id"])
         if doc is None:  # a document deleted since chunking: its chunks go
@@ -176,6 +173,10 @@ def _plan(
             plan.to_write.setdefault(staged["doc_id"], []).append(chunk)
             plan.new += served is None
             plan.rebuilt += not differs
+            digest = staged["embed_hash"]
+            if digest in seen:
+                plan.repeated.add(digest)
+            seen.add(digest)
     return plan
 
 
@@ -259,17 +260,77 @@ def _row_hash(row: dict[str, Any]) -> str:
     return h.hexdigest()[:32]
 
 
+@dataclass
+class _Vectors:
+    """What ``_vectors_for`` knows across the batches of one commit."""
+
+    committed: set[str]  # embed hashes with a vector in the table
+    repeated: set[str]  # embed hashes that more chunks to write have (``_Plan``)
+    written: set[str]  # embed hashes this commit writes
+    counts: dict[str, int]  # "embedded", "reused"
+    # Vectors of this commit that a later batch of it may need (repeated texts only).
+    pending: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def _served_batches(
+    store: IndexStore,
+    table: str,
+    embedder: Embedder,
+    scope: str,
+    batch_docs: list[str],
+    wanted_ids: set[str],
+    docs: dict[str, dict[str, Any]],
+    schema: pa.Schema,
+    state: _Vectors,
+    batch_size: int,
+) -> Iterator[pa.RecordBatch]:
+    """The served rows of ``batch_docs``' chunks in ``wanted_ids``, with vectors,
+    ``batch_size`` rows at a time: one document of 70,000 chunks is never in memory
+    as rows and vectors at once (LanceDB reads the batches into one commit)."""
+    now = utcnow()
+    where = f"{scope} AND {sql_in('doc_id', batch_docs)}"
+    rows: list[dict[str, Any]] = []
+    for staged in _scan(store, "staged_chunks", where, [*_PLAN_COLUMNS, "embed_text"]):
+        if staged["chunk_id"] in wanted_ids:
+            rows.append(_served_row(staged, docs[staged["doc_id"]]))
+        if len(rows) >= batch_size:
+            yield _record_batch(store, table, embedder, rows, state, schema, now)
+            rows = []
+    if rows:
+        yield _record_batch(store, table, embedder, rows, state, schema, now)
+
+
+def _record_batch(
+    store: IndexStore,
+    table: str,
+    embedder: Embedder,
+    rows: list[dict[str, Any]],
+    state: _Vectors,
+    schema: pa.Schema,
+    now: Any,
+) -> pa.RecordBatch:
+    vectors, fresh = _vectors_for(store, table, embedder, rows, state)
+    state.counts["embedded"] += fresh
+    state.counts["reused"] += len(rows) - fresh
+    for row, vector in zip(rows, vectors, strict=True):
+        row["vector"] = vector
+        row["indexed_at"] = now
+    return pa.RecordBatch.from_pylist(rows, schema)
+
+
 def _vectors_for(
     store: IndexStore,
     table: str,
     embedder: Embedder,
     rows: list[dict[str, Any]],
-    known_hashes: set[str],
+    state: _Vectors,
 ) -> tuple[list[np.ndarray], int]:
-    """Vectors for ``rows``: reused by embed_hash where the index has one, else
-    embedded. Returns the vectors and how many were freshly embedded."""
-    hashes = list({r["embed_hash"] for r in rows} & known_hashes)
-    known: dict[str, np.ndarray] = {}
+    """Vectors for ``rows``: reused by embed_hash where the index (or an earlier
+    batch of this commit) has one, else embedded. Returns the vectors and how many
+    were freshly embedded."""
+    wanted = {r["embed_hash"] for r in rows}
+    known = {h: state.pending[h] for h in wanted if h in state.pending}
+    hashes = list((wanted & state.committed) - known.keys())
     if hashes:
         for r in _read_chunks(store, table, sql_in("embed_hash", hashes), ["embed_hash", "vector"]):
             known.setdefault(r["embed_hash"], np.asarray(r["vector"], dtype=np.float32))
@@ -279,5 +340,9 @@ def _vectors_for(
             missing.setdefault(r["embed_hash"], r["embed_text"])
     if missing:
         vectors = embedder.embed_documents(list(missing.values()))
-        known.update(zip(missing.keys(), vectors, strict=True))
+        for digest, vector in zip(missing.keys(), vectors, strict=True):
+            known[digest] = vector
+            if digest in state.repeated:
+                state.pending[digest] = vector
+    state.written.update(wanted)
     return [known[r["embed_hash"]] for r in rows], len(missing)

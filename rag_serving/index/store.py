@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -124,23 +124,31 @@ class IndexStore:
         self,
         name: str,
         schema: pa.Schema,
-        upserts: pa.Table | None,
+        upserts: pa.Table | Iterable[pa.RecordBatch] | None,
         delete_where: str | None = None,
         compare_columns: Sequence[str] = (),
     ) -> None:
         """Upsert ``upserts`` by key and delete rows matching ``delete_where`` that are
         not among them, in one commit, so readers never see a half-applied change.
 
+        ``upserts`` may be an iterable of record batches in ``schema`` (at least one,
+        made while LanceDB reads them): one commit without all rows in memory at once.
         With ``compare_columns``, a matched row is rewritten only when one of those
         columns differs.
         """
         tbl = self.table(name, schema)
-        if upserts is None or upserts.num_rows == 0:
+        if isinstance(upserts, pa.Table) and upserts.num_rows == 0:
+            upserts = None
+        if upserts is None:
             if delete_where:
                 tbl.delete(delete_where)
             return
         key = schemas.table_key(name)
-        upserts = upserts.select(schema.names).cast(schema)
+        failures: list[BaseException] = []
+        if isinstance(upserts, pa.Table):
+            upserts = upserts.select(schema.names).cast(schema)
+        else:
+            upserts = pa.RecordBatchReader.from_batches(schema, _recorded(upserts, failures))
         merge = tbl.merge_insert(key)
         if compare_columns:
             changed = " OR ".join(f"target.{c} != source.{c}" for c in compare_columns)
@@ -150,7 +158,12 @@ class IndexStore:
         merge = merge.when_not_matched_insert_all()
         if delete_where:
             merge = merge.when_not_matched_by_source_delete(delete_where)
-        merge.execute(upserts)
+        try:
+            merge.execute(upserts)
+        except Exception:
+            if failures:  # what went wrong making a batch, not Arrow's wrapping of it
+                raise failures[0] from None
+            raise
 
     def delete(self, name: str, where: str) -> None:
         if self.table_exists(name):
@@ -169,6 +182,17 @@ class IndexStore:
         """See the latest committed version of every open table."""
         for tbl in self._tables.values():
             tbl.checkout_latest()
+
+
+def _recorded(
+    batches: Iterable[pa.RecordBatch], failures: list[BaseException]
+) -> Iterator[pa.RecordBatch]:
+    """``batches``, with an exception raised while making one kept in ``failures``."""
+    try:
+        yield from batches
+    except BaseException as exc:
+        failures.append(exc)
+        raise
 
 
 def schema_for(name: str) -> pa.Schema | None:
