@@ -39,7 +39,10 @@ Inside each indexing process a thread samples RSS every 50 ms, tagged with the
 stage running, and ``getrusage`` gives the exact peak (as in indexing_memory.py).
 
     python benchmarks/edge_vaults.py [--files 20000] [--real-files 2000]
-        [--note-mib 20] [--quick] [--no-save]
+        [--note-mib 20] [--quick] [--no-save] [--only big-note]
+
+``--only big-note`` measures the one-note case (and its split baseline) again and
+saves it with the many-tiny-files rows kept from benchmarks/results/edge_vaults.json.
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.indexing_memory import Sampler as MemorySampler
 from benchmarks.indexing_memory import _maxrss_bytes, _mib
-from benchmarks.report import REPO, SHARED_DATA, git_revision, save
+from benchmarks.report import REPO, RESULTS, SHARED_DATA, git_revision, save
 
 NAME = "edge_vaults"
 COMMAND = "python benchmarks/edge_vaults.py"
@@ -544,7 +547,8 @@ def render(data: dict[str, Any]) -> str:
         "Ollama stand-in (tests/ollama_standin.py, hashed bag-of-words vectors served by "
         "the benchmark's parent process) instead of a model; everything else is the real "
         "pipeline.",
-        f"**Many tiny files**: Obsidian Hub notes split into paragraphs, one per file "
+        _kept(data)
+        + f"**Many tiny files**: Obsidian Hub notes split into paragraphs, one per file "
         f"(median {tiny['median_file_bytes']} bytes), {FILES_PER_FOLDER} files per folder in "
         "nested folders. *fresh*: empty → indexed; *bare*: the same process work without "
         "the pipeline (load the embedder, embed the very texts the pipeline embedded, one "
@@ -621,6 +625,18 @@ def render(data: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
+def _kept(data: dict[str, Any]) -> str:
+    """Where the many-tiny-files rows come from when ``--only big-note`` kept them."""
+    kept = data.get("tiny_kept_from")
+    if not kept:
+        return ""
+    return (
+        f"*The many-tiny-files rows below were measured at {kept['revision']} "
+        f"({kept['date']}) and kept: this run (`--only big-note`) measured the one-note "
+        "case and its split baseline only.* "
+    )
+
+
 def _load() -> str:
     return ", ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -635,6 +651,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, print only")
     parser.add_argument("--skip", choices=["tiny", "big"], help="leave one case out")
     parser.add_argument("--no-save", action="store_true", help="print only")
+    parser.add_argument(
+        "--only", choices=["big-note"],
+        help="measure only this case; the other's rows are kept from the saved results",
+    )  # fmt: skip
     parser.add_argument("--render", type=Path, metavar="FILE", help="save from a kept run")
     parser.add_argument("--child", nargs="+", metavar="ARG", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -659,6 +679,12 @@ def main() -> None:
         return
     if args.quick:
         args.files, args.real_files, args.note_mib, args.no_save = 2000, 200, 2.0, True
+    kept_tiny: dict[str, Any] | None = None
+    if args.only == "big-note":
+        args.skip = "tiny"
+        saved = json.loads((RESULTS / f"{NAME}.json").read_text())
+        kept_tiny = saved["tiny"]
+        kept_from = {"revision": saved["revision"], "date": saved["date"]}
 
     from tests.ollama_standin import OllamaStandIn
 
@@ -712,6 +738,9 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     data["load_after"] = _load()
     data["total_s"] = round(time.perf_counter() - started, 1)
+    if kept_tiny is not None:
+        data["tiny"], data["tiny_kept_from"] = kept_tiny, kept_from
+        args.skip = None
     kept = Path(tempfile.gettempdir()) / f"{NAME}-data.json"
     kept.write_text(json.dumps(data, indent=2))  # --render FILE writes the doc from it
     print(f"measurements kept in {kept}")

@@ -112,7 +112,7 @@ def _parser() -> MarkdownIt:
 
 def block_tokens(text: str) -> list[Token]:
     """Block-level markdown-it tokens of ``text`` (CommonMark + tables); only a
-    heading's ``inline`` token has its ``children`` parsed (others: ``None``).
+    heading's ``inline`` token has its ``children`` parsed (others: none).
 
     ``token.map`` holds 0-based ``[first_line, end_line)`` ranges in ``text``.
     ``text`` should use ``\\n`` line endings (``ParsedNote.body`` does).
