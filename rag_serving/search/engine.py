@@ -184,6 +184,10 @@ class SearchEngine:
         self._reranker: Reranker | None = None
         self._open_manifest()
         self.store = IndexStore(config.data_dir, read_consistency_s=read_consistency_s)
+        # Table versions as last asked (~6 ms a question on a loaded machine): asked again
+        # once read_consistency_s has passed, when LanceDB itself would look again.
+        self._consistency_s = read_consistency_s
+        self._versions: dict[str, tuple[int, float]] = {}
 
     def _open_manifest(self) -> None:
         manifest = read_manifest(self.layout.manifest_path)
@@ -235,6 +239,19 @@ class SearchEngine:
             "`ragline index` has embedded every source with the new model"
         )
 
+    def _version(self, name: str) -> int:
+        """The version of table ``name`` (-1 when it does not exist), as LanceDB's read
+        consistency interval sees it."""
+        now = time.monotonic()
+        cached = self._versions.get(name)
+        if cached is not None and (
+            self._consistency_s is None or now - cached[1] < self._consistency_s
+        ):
+            return cached[0]
+        version = int(self.store.table(name).version) if self.store.table_exists(name) else -1
+        self._versions[name] = (version, now)
+        return version
+
     @property
     def warm(self) -> bool:
         """From its second search on, an engine keeps what makes searches fast in
@@ -256,7 +273,7 @@ class SearchEngine:
 
     def vocabulary(self) -> IndexVocabulary:
         """Sources, kinds and tags present in the index (plus configured sources)."""
-        version = self.store.documents().version if self.store.table_exists("documents") else -1
+        version = self._version("documents")
         if self._vocabulary and self._vocabulary[0] == version:
             return self._vocabulary[1]
         docs = self.store.read(
@@ -407,7 +424,8 @@ class SearchEngine:
             chunks = self.store.chunks(self.generation.table)
             if self.warm and _in_memory_filters(filters):
                 with self._lock:
-                    if self._memory.usable(chunks, self.generation.table):
+                    table, version = self.generation.table, self._version(self.generation.table)
+                    if self._memory.usable(chunks, table, version):
                         return self._memory.search(vector, depth, filters.sources, filters.kinds)
             search = chunks.search(vector).distance_type("cosine")
             where = filters.to_sql()
@@ -490,10 +508,9 @@ class SearchEngine:
         the table's current version (~0.1 ms), else by a filtered read (a scan below
         the BTREE threshold, ~4-20 ms)."""
         assert self.generation is not None
-        chunks = self.store.chunks(self.generation.table)
         if self.warm:
             with self._lock:
-                rows = self._memory.rows(chunk_ids, int(chunks.version))
+                rows = self._memory.rows(chunk_ids, self._version(self.generation.table))
             if rows is not None:
                 return rows
         table = self.store.read(
@@ -506,7 +523,7 @@ class SearchEngine:
         engine's staleness check reads them without a query)."""
         if not self.store.table_exists(name):
             return {}
-        version = int(self.store.table(name).version)
+        version = self._version(name)
         cached = self._tables.get(name)
         if cached is None or cached[0] != version:
             rows = self.store.read(name, columns=columns).to_pylist()
