@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from rag_assets.formats.markdown import block_tokens, parse_markdown
@@ -24,6 +25,7 @@ from rag_assets.stages.parse import parse_source
 from rag_assets.stages.scan import scan_source
 from rag_serving.config import ChunkingConfig, MarkdownSourceConfig, OllamaConfig
 from rag_serving.embedders import Embedder, create_embedder
+from rag_serving.index import schema as schemas
 from rag_serving.index.store import IndexStore
 from tests.conftest import HELP_VAULT
 from tests.ollama_standin import OllamaStandIn
@@ -175,3 +177,23 @@ def test_only_headings_get_inline_tokens(vault: Path) -> None:
     assert len(headings) >= 2 * NOTES and others
     assert all(t.children for t in headings)
     assert not any(t.children for t in others)
+
+
+def test_a_batch_that_cannot_be_made_fails_the_commit(tmp_path: Path) -> None:
+    """Rows handed to LanceDB as they are made: an error making one is raised as it
+    is, and nothing of the commit is written."""
+    store = IndexStore(tmp_path / "data")
+    schema = schemas.SOURCE_STATE
+    row = {"source": "a", "last_run_id": "r", "generation": "g", "files": 1}
+
+    def batches(fail: bool) -> Iterator[pa.RecordBatch]:
+        yield pa.RecordBatch.from_pylist([row], schema)
+        if fail:
+            raise ValueError("no vector for chunk 7")
+        yield pa.RecordBatch.from_pylist([{**row, "source": "b"}], schema)
+
+    with pytest.raises(ValueError, match="no vector for chunk 7"):
+        store.apply_changes("source_state", schema, batches(fail=True))
+    assert store.count("source_state") == 0
+    store.apply_changes("source_state", schema, batches(fail=False))
+    assert sorted(store.read("source_state").column("source").to_pylist()) == ["a", "b"]

@@ -281,9 +281,9 @@ def _split_frontmatter(
     text: str, warnings: list[str]
 ) -> tuple[dict[str, Any] | None, str, int, str, int]:
     """Return (metadata or None, body, body_start_line, raw yaml, yaml first line)."""
-    lines = text.split("\n")
-    if not lines or not _FENCE_LINE.fullmatch(lines[0]):
+    if not _FENCE_LINE.fullmatch(text.partition("\n")[0]):  # no list of every line
         return None, text, 1, "", 0
+    lines = text.split("\n")
     close = next((i for i in range(1, len(lines)) if _FENCE_LINE.fullmatch(lines[i])), None)
     if close is None:
         warnings.append(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import timedelta
@@ -144,11 +145,6 @@ class IndexStore:
                 tbl.delete(delete_where)
             return
         key = schemas.table_key(name)
-        failures: list[BaseException] = []
-        if isinstance(upserts, pa.Table):
-            upserts = upserts.select(schema.names).cast(schema)
-        else:
-            upserts = pa.RecordBatchReader.from_batches(schema, _recorded(upserts, failures))
         merge = tbl.merge_insert(key)
         if compare_columns:
             changed = " OR ".join(f"target.{c} != source.{c}" for c in compare_columns)
@@ -158,12 +154,10 @@ class IndexStore:
         merge = merge.when_not_matched_insert_all()
         if delete_where:
             merge = merge.when_not_matched_by_source_delete(delete_where)
-        try:
-            merge.execute(upserts)
-        except Exception:
-            if failures:  # what went wrong making a batch, not Arrow's wrapping of it
-                raise failures[0] from None
-            raise
+        if isinstance(upserts, pa.Table):
+            merge.execute(upserts.select(schema.names).cast(schema))
+        else:
+            _execute_streamed(merge, schema, upserts)
 
     def delete(self, name: str, where: str) -> None:
         if self.table_exists(name):
@@ -184,15 +178,59 @@ class IndexStore:
             tbl.checkout_latest()
 
 
-def _recorded(
-    batches: Iterable[pa.RecordBatch], failures: list[BaseException]
-) -> Iterator[pa.RecordBatch]:
-    """``batches``, with an exception raised while making one kept in ``failures``."""
+_END = object()
+
+
+def _execute_streamed(merge: Any, schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> None:
+    """Run ``merge`` on ``batches`` as they are made, one commit.
+
+    LanceDB pulls a reader's batches on a thread of its own; the batches are made
+    here, in the calling thread, and handed over one at a time: made there, every
+    batch's Python objects came from another malloc arena, and the process kept
+    hundreds of MiB more.
+    """
+    handoff: queue.Queue[Any] = queue.Queue(maxsize=1)
+    finished = threading.Event()
+    errors: list[BaseException] = []
+
+    def source() -> Iterator[pa.RecordBatch]:
+        while (item := handoff.get()) is not _END:
+            if isinstance(item, BaseException):
+                raise RuntimeError("a batch could not be made")  # the caller raises item
+            yield item
+
+    def write() -> None:
+        try:
+            merge.execute(pa.RecordBatchReader.from_batches(schema, source()))
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            finished.set()
+
+    def hand(item: Any) -> bool:
+        """Give ``item`` to the writer; False once it stopped reading (it failed)."""
+        while not finished.is_set():
+            try:
+                handoff.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    worker = threading.Thread(target=write, name="lancedb-merge", daemon=True)
+    worker.start()
     try:
-        yield from batches
+        for batch in batches:
+            if not hand(batch):
+                break
     except BaseException as exc:
-        failures.append(exc)
+        hand(exc)
+        worker.join()
         raise
+    hand(_END)
+    worker.join()
+    if errors:
+        raise errors[0]
 
 
 def schema_for(name: str) -> pa.Schema | None:
