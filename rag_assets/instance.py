@@ -53,18 +53,33 @@ def prepare_dagster_home(data_dir: Path) -> Path:
     return home
 
 
-def open_instance(data_dir: Path) -> DagsterInstance:
+# Runs of `ragline watch` do not capture stdout/stderr into files: the capture starts
+# `tail` and a watcher process per run (~1 s of a 2.5 s run on two cores), and the
+# runs print nothing there (their logs are Dagster events, shown in the UI anyway).
+NO_LOG_CAPTURE = {
+    "compute_logs": {
+        "module": "dagster._core.storage.noop_compute_log_manager",
+        "class": "NoOpComputeLogManager",
+    }
+}
+
+
+def open_instance(data_dir: Path, capture_logs: bool = True) -> DagsterInstance:
     """The project's Dagster instance (created on first use).
 
     Two processes creating the same instance at once (two first-ever `ragline index`
     runs) would both run its storage migrations and fail; a lock file serialises
     the opening."""
     from dagster import DagsterInstance
+    from dagster._core.instance.ref import InstanceRef
 
     home = prepare_dagster_home(data_dir)
     with open(home / ".ragline-open.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            return DagsterInstance.from_config(str(home))
+            if capture_logs:
+                return DagsterInstance.from_config(str(home))
+            ref = InstanceRef.from_dir(str(home), overrides=NO_LOG_CAPTURE)  # type: ignore[arg-type]
+            return DagsterInstance.from_ref(ref)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)

@@ -37,7 +37,7 @@ class InProcessIndexer:
     instance; the instance, the job and (through the resources) the embedder stay
     loaded between runs, so a long-lived process pays for them once."""
 
-    def __init__(self, config: RaglineConfig, launched_by: str = "cli"):
+    def __init__(self, config: RaglineConfig, launched_by: str = "cli", capture_logs: bool = True):
         if config.config_path is None:
             raise RaglineError("internal error: the config was not loaded from a file")
         os.environ["RAGLINE_CONFIG"] = str(config.config_path)
@@ -49,7 +49,7 @@ class InProcessIndexer:
         logging.getLogger("dagster").setLevel(logging.ERROR)
         self.config = config
         self.launched_by = launched_by
-        self.instance = open_instance(config.data_dir)
+        self.instance = open_instance(config.data_dir, capture_logs)
         reap_dead_runs(self.instance)
         self.job = defs.resolve_job_def(INDEX_JOB_NAME)
 

@@ -98,7 +98,7 @@ class SourceWatcher:
             )
         self.step_ms = step_ms
         self.debounce_ms = debounce_ms
-        self.indexer = InProcessIndexer(config, launched_by="watch")
+        self.indexer = InProcessIndexer(config, launched_by="watch", capture_logs=False)
         self.indexer.add_partitions([s.name for s in self.sources])
         self.data_dir = Path(config.data_dir).expanduser().absolute()
 
