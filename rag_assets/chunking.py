@@ -31,7 +31,6 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from itertools import pairwise
 from typing import Any
 
@@ -159,7 +158,17 @@ class _Chunker:
         self.target = target
         self.max = maximum
         self.starts = line_offsets(self.body)
-        self.tokens = block_tokens(self.body)
+        tokens = block_tokens(self.body)
+        # The first lines of the note's block tokens, sorted, without repeats.
+        self.token_lines = sorted({tok.map[0] for tok in tokens if tok.map is not None})
+        # Only top-level tokens and heading texts are read later (by ``sections``):
+        # the others go now, so that a 20 MB note's 700,000 tokens are not kept
+        # through its chunking.
+        self.tokens = [
+            tok
+            for i, tok in enumerate(tokens)
+            if tok.level == 0 or (i and tokens[i - 1].type == "heading_open")
+        ]
         self._context_cache: dict[tuple[str, ...], tuple[str, int]] = {}
 
     # ---- helpers -------------------------------------------------------------
@@ -290,11 +299,6 @@ class _Chunker:
         # the heading stays with the first block after it
         content = [b for b in bounds if sec.heading_end <= b < sec.end]
         return list(pairwise([sec.start, *content[1:], sec.end]))
-
-    @cached_property
-    def token_lines(self) -> list[int]:
-        """The first lines of the note's block tokens, sorted, without repeats."""
-        return sorted({tok.map[0] for tok in self.tokens if tok.map is not None})
 
     def split(
         self, start: int, end: int, level: int, context: str
