@@ -83,6 +83,7 @@ def test_latin_text_is_stemmed_and_folded_and_other_scripts_stemmed_by_their_own
 def test_query_runs_become_bigram_terms_and_snippet_phrases() -> None:
     assert bigram_query_text("機械学習") == (
         " text_bigrams:機械 text_bigrams:械学 text_bigrams:学習"
+        ' text_bigrams:"機械 械学 学習"^1.0'  # the exact substring scores above scattered bigrams
         ' title:"機械" title:"械学" title:"学習" '
     )
     assert bigram_query_text("機械学習", snippets=True) == ' "機械" "械学" "学習" '
