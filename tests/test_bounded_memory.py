@@ -23,8 +23,14 @@ from rag_assets.stages.embed import embed_source, target_generation
 from rag_assets.stages.fulltext import sync_fulltext
 from rag_assets.stages.parse import parse_source
 from rag_assets.stages.scan import scan_source
-from rag_serving.config import ChunkingConfig, MarkdownSourceConfig, OllamaConfig
+from rag_serving.config import (
+    ChunkingConfig,
+    MarkdownSourceConfig,
+    OllamaConfig,
+    SentenceTransformersConfig,
+)
 from rag_serving.embedders import Embedder, create_embedder
+from rag_serving.embedders.sentence_transformers import TOKENIZE_SLICE
 from rag_serving.index import schema as schemas
 from rag_serving.index.store import IndexStore
 from tests.conftest import HELP_VAULT
@@ -197,3 +203,23 @@ def test_a_batch_that_cannot_be_made_fails_the_commit(tmp_path: Path) -> None:
     assert store.count("source_state") == 0
     store.apply_changes("source_state", schema, batches(fail=False))
     assert sorted(store.read("source_state").column("source").to_pylist()) == ["a", "b"]
+
+
+def test_token_counts_come_from_bounded_tokenizer_calls() -> None:
+    """The bundled model's tokenizer counts a note's sections a slice at a time (its
+    Encoding objects cost ~28 KiB per text), with the same counts as one call."""
+    model = create_embedder(SentenceTransformersConfig(), None)
+    tokenizer = model.tokenizer  # type: ignore[attr-defined]
+    sizes: list[int] = []
+
+    class Recording:
+        def encode_batch(self, texts: list[str], **kwargs: Any) -> Any:
+            sizes.append(len(texts))
+            return tokenizer.encode_batch(texts, **kwargs)
+
+    note = parse_markdown((HELP_VAULT / "Home.md").read_bytes(), "Home.md").body
+    texts = [note[i : i + 40 * (1 + i % 7)] for i in range(2 * TOKENIZE_SLICE + 5)]
+    whole = [len(e.ids) for e in tokenizer.encode_batch(texts, add_special_tokens=False)]
+    model.__dict__["tokenizer"] = Recording()
+    assert model.count_tokens(texts) == whole
+    assert sizes == [TOKENIZE_SLICE, TOKENIZE_SLICE, 5]
