@@ -684,7 +684,11 @@ def main() -> None:
         args.skip = "tiny"
         saved = json.loads((RESULTS / f"{NAME}.json").read_text())
         kept_tiny = saved["tiny"]
-        kept_from = {"revision": saved["revision"], "date": saved["date"]}
+        # Rows an earlier --only run kept name the run that measured them.
+        kept_from = saved.get("tiny_kept_from") or {
+            "revision": saved["revision"],
+            "date": saved["date"],
+        }
 
     from tests.ollama_standin import OllamaStandIn
 

@@ -17,7 +17,7 @@ from rag_assets.chunking import Chunk, heading_anchor
 from rag_assets.formats.model import Section
 from rag_assets.progress import report
 from rag_assets.sources import DocumentView, SourceKind
-from rag_assets.stages.result import StageResult
+from rag_assets.stages.result import StageResult, return_freed_memory
 from rag_serving.config import ChunkingConfig
 from rag_serving.embedders import Embedder
 from rag_serving.index import schema as schemas
@@ -135,6 +135,7 @@ def chunk_source(
         written += _write(store, scope, pending, pending_ids + gone, key)
     result.row_count = store.count("staged_chunks", scope)
     result.extra["chunks_written"] = written
+    return_freed_memory()
     return result
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from rag_assets.progress import report
-from rag_assets.stages.result import StageResult, utcnow
+from rag_assets.stages.result import StageResult, return_freed_memory, utcnow
 from rag_serving.config import FileSourceConfig
 from rag_serving.embedders import Embedder
 from rag_serving.index.manifest import Generation, read_manifest, write_manifest
@@ -134,6 +134,7 @@ def embed_source(
     embedder.prepare_query_path()
     result.row_count = store.count(table, scope)
     result.extra.update({"embedded": embedded, "vectors_reused": reused})
+    return_freed_memory()
     return result
 
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from rag_assets.progress import report
 from rag_assets.stages.embed import target_generation
-from rag_assets.stages.result import StageResult, utcnow
+from rag_assets.stages.result import StageResult, return_freed_memory, utcnow
 from rag_serving.config import FileSourceConfig
 from rag_serving.embedders import Embedder
 from rag_serving.index import schema as schemas
@@ -73,6 +73,7 @@ def sync_fulltext(
     result.extra["generation"] = generation.key
     if promote_if_complete(store, configured):
         result.extra["promoted_generation"] = generation.key
+    return_freed_memory()
     return result
 
 

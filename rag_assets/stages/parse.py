@@ -26,7 +26,7 @@ import pyarrow as pa
 from rag_assets.formats.model import ItemError, ItemSkipped, ParsedDocument, json_safe
 from rag_assets.progress import report
 from rag_assets.sources import SourceKind
-from rag_assets.stages.result import FileProblem, StageResult, utcnow
+from rag_assets.stages.result import FileProblem, StageResult, return_freed_memory, utcnow
 from rag_assets.stages.scan import PROBLEM_MARKS, UNAVAILABLE_MARK
 from rag_serving.index import schema as schemas
 from rag_serving.index.store import IndexStore, sql_in, sql_string
@@ -146,6 +146,7 @@ def parse_source(
     waiting = store.count("documents", f"{scope} AND array_length(deferred) > 0")
     result.extra["deferred_documents"] = waiting
     _mark_deferred(store, name, waiting)
+    return_freed_memory()
     return result
 
 
