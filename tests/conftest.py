@@ -22,6 +22,16 @@ from tests.sample_vault import write_sample_vault
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 HELP_VAULT = SHARED_DATA / "corpora" / "obsidian-help-en"
+# The hub's community plugin notes, and the ones written in Chinese.
+HUB_PLUGINS = (
+    SHARED_DATA
+    / "corpora"
+    / "obsidian-hub"
+    / "02 - Community Expansions"
+    / "02.05 All Community Expansions"
+    / "Plugins"
+)
+CHINESE_NOTES = ["dust-calendar.md", "openwords.md", "sync-cnblog.md", "image-classify-paste.md"]
 # A slice of the Obsidian help vault: small enough to embed in seconds.
 HELP_SLICE = [
     "Getting started/**",

@@ -34,27 +34,13 @@ from rag_serving.embedders.sentence_transformers import TOKENIZE_SLICE
 from rag_serving.index import schema as schemas
 from rag_serving.index.store import IndexStore
 from tests.conftest import HELP_VAULT
+from tests.embed_recorder import Recorder
 from tests.ollama_standin import OllamaStandIn
 
 pytestmark = pytest.mark.shared_data
 
 BATCH = 16  # rows per batch in the bounded runs
 NOTES = 40  # help-vault notes in the big note, each twice (repeated chunk texts)
-
-
-class Recorder:
-    """Wraps ``embed_documents`` to record how many texts each call gets."""
-
-    def __init__(self, embedder: Embedder) -> None:
-        self.embedder = embedder
-        self.calls: list[int] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.embedder, name)
-
-    def embed_documents(self, texts: list[str]) -> np.ndarray:
-        self.calls.append(len(texts))
-        return self.embedder.embed_documents(texts)
 
 
 @pytest.fixture(scope="module")

@@ -29,17 +29,8 @@ from rag_serving.evaluation.self_eval import (
 )
 from rag_serving.search import SearchEngine
 from ragline.cli import cli
-from tests.conftest import SHARED_DATA, build_index, write_config
+from tests.conftest import CHINESE_NOTES, HUB_PLUGINS, build_index, write_config
 
-HUB_PLUGINS = (
-    SHARED_DATA
-    / "corpora"
-    / "obsidian-hub"
-    / "02 - Community Expansions"
-    / "02.05 All Community Expansions"
-    / "Plugins"
-)
-CHINESE_NOTES = ["dust-calendar.md", "openwords.md", "sync-cnblog.md", "image-classify-paste.md"]
 # A note of our own that links the hub's Chinese notes, in Chinese.
 CHINESE_INDEX = """# 插件目录
 

@@ -29,18 +29,9 @@ from rag_serving.index.fulltext import FulltextIndex
 from rag_serving.index.layout import IndexLayout
 from rag_serving.index.manifest import read_manifest
 from rag_serving.search import SearchEngine, SearchFilters
-from tests.conftest import SHARED_DATA, build_index, write_config
+from tests.conftest import CHINESE_NOTES, HUB_PLUGINS, SHARED_DATA, build_index, write_config
 
 EPUBS = SHARED_DATA / "corpora" / "epub"
-HUB_PLUGINS = (
-    SHARED_DATA
-    / "corpora"
-    / "obsidian-hub"
-    / "02 - Community Expansions"
-    / "02.05 All Community Expansions"
-    / "Plugins"
-)
-CHINESE_NOTES = ["dust-calendar.md", "openwords.md", "sync-cnblog.md", "image-classify-paste.md"]
 FRENCH = (
     "# Chansons\n\nLes chanteuses interprètent des mélodies anciennes dans les villages "
     "de montagne. Chaque été, les habitants se réunissent pour écouter ces chansons "

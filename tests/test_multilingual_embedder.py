@@ -182,8 +182,9 @@ def test_switching_from_minilm_to_bge_m3_swaps_generations_without_downtime(
     assert {len(v) for v in vectors.to_pylist()} == {1024}
 
 
-def test_e5_prefixes_reach_the_server(tmp_path: Path, standin: OllamaStandIn) -> None:
-    embedder = {
+def e5_small(standin: OllamaStandIn) -> dict[str, object]:
+    """multilingual-e5-small through the stand-in, with the prefixes e5 was trained on."""
+    return {
         "provider": "ollama",
         "host": standin.host,
         "model": "multilingual-e5-small",
@@ -191,6 +192,10 @@ def test_e5_prefixes_reach_the_server(tmp_path: Path, standin: OllamaStandIn) ->
         "query_prefix": "query: ",
         "document_prefix": "passage: ",
     }
+
+
+def test_e5_prefixes_reach_the_server(tmp_path: Path, standin: OllamaStandIn) -> None:
+    embedder = e5_small(standin)
     config_path = write_config(tmp_path, write_vault(tmp_path / "vault"), embedder)
     index_json(config_path)
     embedded = [text for r in standin.embed_requests for text in r.inputs]
@@ -206,14 +211,7 @@ def test_e5_prefixes_reach_the_server(tmp_path: Path, standin: OllamaStandIn) ->
 def test_new_prefixes_are_a_new_generation_and_queries_keep_the_live_ones(
     tmp_path: Path, standin: OllamaStandIn
 ) -> None:
-    embedder = {
-        "provider": "ollama",
-        "host": standin.host,
-        "model": "multilingual-e5-small",
-        "multilingual": True,
-        "query_prefix": "query: ",
-        "document_prefix": "passage: ",
-    }
+    embedder = e5_small(standin)
     sources = write_vault(tmp_path / "vault")
     config_path = write_config(tmp_path, sources, embedder)
     index_json(config_path)

@@ -27,6 +27,7 @@ from rag_serving.embedders import Embedder, create_embedder
 from rag_serving.index.fulltext import FulltextIndex
 from rag_serving.index.store import IndexStore
 from tests.conftest import HELP_VAULT
+from tests.embed_recorder import Recorder
 
 pytestmark = pytest.mark.shared_data
 
@@ -39,21 +40,6 @@ NOTES = [
     "Getting started/Sync your notes across devices.md",
 ]
 SMALL = {"parse": 2, "chunk_read": 2, "chunk_commit": 5, "embed": 6, "scan": 4}
-
-
-class Recorder:
-    """Wraps ``embed_documents`` to record how many texts each call gets."""
-
-    def __init__(self, embedder: Embedder) -> None:
-        self.embedder = embedder
-        self.calls: list[int] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.embedder, name)
-
-    def embed_documents(self, texts: list[str]) -> np.ndarray:
-        self.calls.append(len(texts))
-        return self.embedder.embed_documents(texts)
 
 
 @pytest.fixture(scope="module")
