@@ -22,6 +22,7 @@ import numpy as np
 # the hits' columns, ~1 KB of text a row); larger tables have a vector index, which
 # LanceDB searches faster.
 MAX_ROWS = 100_000
+_BLAS: Any = None  # threadpoolctl's controller, made on first use
 
 
 @dataclass
@@ -66,7 +67,8 @@ class InMemoryVectors:
         matrix = self._matrix
         assert matrix is not None
         norm = float(np.linalg.norm(query))
-        sims = matrix.vectors @ (query / norm if norm else query)
+        with _one_blas_thread():
+            sims = matrix.vectors @ (query / norm if norm else query)
         mask = np.ones(len(matrix.ids), dtype=bool)
         if sources:
             mask &= np.isin(matrix.sources, list(sources))
@@ -93,6 +95,19 @@ class InMemoryVectors:
             return None
         taken = matrix.rows.take([int(i) for i in found if i is not None]).to_pylist()
         return {row["chunk_id"]: row for row in taken}
+
+
+def _one_blas_thread() -> Any:
+    """A context in which numpy's BLAS uses one thread. The scan is bound by memory,
+    not arithmetic, and a second BLAS thread spins on after it, taking the core the
+    next query's embedding needs: hybrid p50 at 35k chunks 20.9 → 13.7 ms with one
+    (measured on the loaded machine, same process, interleaved)."""
+    global _BLAS
+    if _BLAS is None:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS = ThreadpoolController()
+    return _BLAS.limit(limits=1, user_api="blas")
 
 
 def _load(table: Any, version: int, row_columns: list[str]) -> _Matrix:
