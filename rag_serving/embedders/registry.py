@@ -3,29 +3,31 @@
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rag_serving.errors import ConfigError
+from rag_serving.providers import ProviderRegistry
 
 if TYPE_CHECKING:
     from rag_serving.config import OllamaConfig, SentenceTransformersConfig
     from rag_serving.embedders.base import Embedder
 
-_PROVIDERS: dict[str, str] = {
-    "sentence-transformers": "rag_serving.embedders.sentence_transformers:SentenceTransformersEmbedder",
-    "ollama": "rag_serving.embedders.ollama:OllamaEmbedder",
-}
+_PROVIDERS = ProviderRegistry(
+    "embedder",
+    {
+        "sentence-transformers": "rag_serving.embedders.sentence_transformers:SentenceTransformersEmbedder",
+        "ollama": "rag_serving.embedders.ollama:OllamaEmbedder",
+    },
+)
 
 
 def register_provider(name: str, target: str) -> None:
     """Register ``module:Class`` as the implementation of provider ``name``."""
-    _PROVIDERS[name] = target
+    _PROVIDERS.register(name, target)
 
 
 def available_providers() -> list[str]:
-    return sorted(_PROVIDERS)
+    return _PROVIDERS.names()
 
 
 def create_embedder(
@@ -36,12 +38,4 @@ def create_embedder(
     ``data_dir`` is where a provider may cache derived artefacts (for example the
     ONNX query encoder of the bundled model).
     """
-    target = _PROVIDERS.get(config.provider)
-    if target is None:
-        raise ConfigError(
-            f"unknown embedder provider {config.provider!r}; "
-            f"available: {', '.join(available_providers())}"
-        )
-    module_name, class_name = target.split(":")
-    cls = getattr(importlib.import_module(module_name), class_name)
-    return cls(config, data_dir=data_dir)
+    return _PROVIDERS.load(config.provider)(config, data_dir=data_dir)

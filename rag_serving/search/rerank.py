@@ -14,7 +14,6 @@ torch loads only when a local cross-encoder is used:
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import threading
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rag_serving.errors import ConfigError, RaglineError
+from rag_serving.providers import ProviderRegistry
 
 if TYPE_CHECKING:
     import httpx
@@ -323,30 +323,25 @@ def _first_line(value: object) -> str:
 
 # ---- registry ---------------------------------------------------------------------------
 
-_PROVIDERS: dict[str, str] = {
-    "cross-encoder": "rag_serving.search.rerank:CrossEncoderReranker",
-    "http": "rag_serving.search.rerank:HttpReranker",
-    "ollama": "rag_serving.search.rerank:OllamaReranker",
-}
+_PROVIDERS = ProviderRegistry(
+    "reranker",
+    {
+        "cross-encoder": "rag_serving.search.rerank:CrossEncoderReranker",
+        "http": "rag_serving.search.rerank:HttpReranker",
+        "ollama": "rag_serving.search.rerank:OllamaReranker",
+    },
+)
 
 
 def register_provider(name: str, target: str) -> None:
     """Register ``module:Class`` as the implementation of reranker provider ``name``."""
-    _PROVIDERS[name] = target
+    _PROVIDERS.register(name, target)
 
 
 def available_providers() -> list[str]:
-    return sorted(_PROVIDERS)
+    return _PROVIDERS.names()
 
 
 def create_reranker(config: RerankConfig) -> Reranker:
     """Instantiate the provider named by ``config.provider``."""
-    target = _PROVIDERS.get(config.provider)
-    if target is None:
-        raise ConfigError(
-            f"unknown reranker provider {config.provider!r}; "
-            f"available: {', '.join(available_providers())}"
-        )
-    module_name, class_name = target.split(":")
-    cls = getattr(importlib.import_module(module_name), class_name)
-    return cls(config)
+    return _PROVIDERS.load(config.provider)(config)
