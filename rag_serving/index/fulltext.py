@@ -101,6 +101,9 @@ FAST_FIELDS = {"modified"}
 class Bm25Hit:
     chunk_id: str
     score: float
+    # The searcher that found the row and the row's address in it (an address is
+    # only valid in its own searcher): snippets fetch the row without a search by id.
+    location: tuple[tantivy.Searcher, tantivy.DocAddress] | None = None
 
 
 @dataclass(frozen=True)
@@ -221,8 +224,8 @@ class FulltextIndex:
         high = searcher.fast_field_values("id_high", addresses)
         low = searcher.fast_field_values("id_low", addresses)
         return [
-            Bm25Hit(f"{h:016x}{lo:016x}", float(score))
-            for (score, _address), h, lo in zip(hits, high, low, strict=True)
+            Bm25Hit(f"{h:016x}{lo:016x}", float(score), (searcher, address))
+            for (score, address), h, lo in zip(hits, high, low, strict=True)
         ]
 
     def _search(
@@ -237,35 +240,63 @@ class FulltextIndex:
         return searcher.search(self._with_filters(query, filters), limit=limit, count=False)
 
     def highlights(
-        self, text: str, chunk_ids: Iterable[str], max_chars: int = 220
+        self,
+        text: str,
+        chunk_ids: Iterable[str],
+        max_chars: int = 220,
+        found: Mapping[str, Bm25Hit] | None = None,
     ) -> dict[str, Highlighted]:
-        """Snippets of ``chunk_ids`` with the terms of ``text`` highlighted."""
+        """Snippets of ``chunk_ids`` with the terms of ``text`` highlighted; ``found``
+        (this query's BM25 hits by chunk id) saves looking those rows up again."""
         ids = list(dict.fromkeys(chunk_ids))
         if not ids:
             return {}
         searcher = self.index.searcher()
         fields = self._query_fields(searcher)
+        docs = self._docs(searcher, ids, found or {})
         try:
             query = self._user_query(text, fields, snippets=True)
-            return self._highlights(searcher, query, ids, max_chars)
+            return self._highlights(searcher, query, docs, max_chars)
         except ValueError:
             try:
                 query = self._words_query(text, fields, snippets=True)
-                return self._highlights(searcher, query, ids, max_chars)
+                return self._highlights(searcher, query, docs, max_chars)
             except ValueError:
                 return {}  # snippets then fall back to the chunk's first line
 
     @staticmethod
+    def _docs(
+        searcher: tantivy.Searcher, ids: list[str], found: Mapping[str, Bm25Hit]
+    ) -> list[tantivy.Document]:
+        """The stored rows of ``ids``: where their BM25 hit found them, else by a
+        search on the ids."""
+        docs = []
+        missing = []
+        for chunk_id in ids:
+            hit = found.get(chunk_id)
+            if hit is not None and hit.location is not None:
+                hit_searcher, address = hit.location
+                docs.append(hit_searcher.doc(address))
+            else:
+                missing.append(chunk_id)
+        if missing:
+            id_query = tantivy.Query.term_set_query(SCHEMA, "chunk_id", missing)
+            result = searcher.search(id_query, limit=len(missing), count=False)
+            docs += [searcher.doc(address) for _score, address in result.hits]
+        return docs
+
+    @staticmethod
     def _highlights(
-        searcher: tantivy.Searcher, query: tantivy.Query | None, ids: list[str], max_chars: int
+        searcher: tantivy.Searcher,
+        query: tantivy.Query | None,
+        docs: list[tantivy.Document],
+        max_chars: int,
     ) -> dict[str, Highlighted]:
         if query is None:
             return {}
         generators: dict[str, tantivy.SnippetGenerator] = {}
-        id_query = tantivy.Query.term_set_query(SCHEMA, "chunk_id", ids)
         out: dict[str, Highlighted] = {}
-        for _score, address in searcher.search(id_query, limit=len(ids), count=False).hits:
-            doc = searcher.doc(address)
+        for doc in docs:
             field = doc.get_first("text_field") or DEFAULT_TEXT_FIELD
             generator = generators.get(field)
             if generator is None:

@@ -22,7 +22,7 @@ from rag_serving.config import (
 from rag_serving.embedders import Embedder, create_embedder
 from rag_serving.embedders.base import EmbedderFingerprint
 from rag_serving.errors import EmbedderMismatchError, FilterError, IndexNotBuiltError
-from rag_serving.index.fulltext import FulltextIndex
+from rag_serving.index.fulltext import Bm25Hit, FulltextIndex
 from rag_serving.index.layout import IndexLayout
 from rag_serving.index.manifest import Generation, IndexManifest, read_manifest
 from rag_serving.index.store import IndexStore, sql_in, sql_string
@@ -312,12 +312,16 @@ class SearchEngine:
             check_query(query)
             self._check_symbols(filters.symbols)
             self.fulltext.reload()
-        depth = max(settings.candidates, k)
+        # Fusion needs deep lists (measured: 200 candidates); one list needs only the
+        # hits it returns, with a margin for rows LanceDB no longer holds.
+        served = max(2 * k, settings.rerank.top_n if rerank else 0)
+        depth = max(settings.candidates, k) if mode == "hybrid" else served
         assert self.generation is not None
         # The live generation's embedder embeds the query (it may lag the config).
         live = embedder_config_for(self.generation.fingerprint, self.config.embedder)
         bm25_weight, vector_weight = list_weights(query, settings.weights, live.multilingual)
         lists: list[RankedList] = []
+        bm25: list[Bm25Hit] = []
         if mode in ("hybrid", "bm25"):
             with timer.stage("bm25"):
                 bm25 = self.fulltext.search(query, filters, depth)
@@ -336,12 +340,12 @@ class SearchEngine:
             ids, sims = self._vector_search(query, filters, depth, timer)
             lists.append(RankedList("vector", ids, sims, vector_weight))
         with timer.stage("fuse"):
-            fused = self._fuse(lists) if mode == "hybrid" else single_list(lists[0])
+            fused = self._fuse(lists, served) if mode == "hybrid" else single_list(lists[0])
         reranked: dict[str, dict[str, float]] = {}
         if rerank and fused and self.store.table_exists(self.generation.table):
             with timer.stage("rerank"):
                 fused, reranked = self._rerank(query, fused)
-        hits = self._materialize(query, fused, k, timer)
+        hits = self._materialize(query, fused, k, timer, {h.chunk_id: h for h in bm25})
         for i, hit in enumerate(hits):
             if hit.chunk_id in reranked:
                 hits[i] = replace(hit, explain={**hit.explain, "rerank": reranked[hit.chunk_id]})
@@ -397,13 +401,13 @@ class SearchEngine:
                     "(give a function, method or class name, e.g. 'retry' or 'Client.retry')"
                 )
 
-    def _fuse(self, lists: list[RankedList]) -> list[FusedHit]:
+    def _fuse(self, lists: list[RankedList], limit: int) -> list[FusedHit]:
         settings = self.config.search
         if settings.fusion == "zscore":
-            return zscore_fusion(lists)
+            return zscore_fusion(lists, limit)
         if settings.fusion == "convex":
-            return convex_fusion(lists)
-        return reciprocal_rank_fusion(lists, k=settings.rrf_k)
+            return convex_fusion(lists, limit)
+        return reciprocal_rank_fusion(lists, k=settings.rrf_k, limit=limit)
 
     def _vector_search(
         self, query: str, filters: SearchFilters, depth: int, timer: StageTimer | None = None
@@ -452,10 +456,16 @@ class SearchEngine:
         return search.maximum_nprobes(0) if filtered else search
 
     def _materialize(
-        self, query: str, fused: list[FusedHit], k: int, timer: StageTimer | None = None
+        self,
+        query: str,
+        fused: list[FusedHit],
+        k: int,
+        timer: StageTimer | None = None,
+        found: dict[str, Bm25Hit] | None = None,
     ) -> list[SearchHit]:
         """Fetch the chunks' rows from LanceDB, the source of truth (a chunk the
-        full-text index still holds but LanceDB no longer does is dropped)."""
+        full-text index still holds but LanceDB no longer does is dropped); ``found``
+        are the query's BM25 hits, whose stored rows give their snippets."""
         assert self.generation is not None
         timer = timer or StageTimer()
         if not fused or not self.store.table_exists(self.generation.table):
@@ -466,7 +476,7 @@ class SearchEngine:
             kept = [hit for hit in fused if hit.id in rows][:k]
         with timer.stage("snippets"):
             ids = [hit.id for hit in kept]
-            highlights = self.fulltext.highlights(query, ids, SNIPPET_CHARS)
+            highlights = self.fulltext.highlights(query, ids, SNIPPET_CHARS, found)
         with timer.stage("staleness"):
             staleness = self.staleness([rows[hit.id] for hit in kept])
         hits = []
