@@ -121,6 +121,75 @@ def iter_source_files(source: FileSourceConfig) -> Iterator[FileStat]:
     yield from _Walker(source, source_root(source)).walk()
 
 
+@dataclass(frozen=True)
+class PathsListing:
+    """The listing of some paths of a source (the paths file-system events named)."""
+
+    stats: list[FileStat]  # what ``iter_source_files`` lists at and under those paths
+    # The keys it speaks for: each path, and each path as a folder prefix (ending with
+    # "/"). What the index holds at a covered key that ``stats`` lacks is gone.
+    covered: list[str]
+
+
+def list_source_paths(
+    source: FileSourceConfig, root: Path, paths: list[Path]
+) -> PathsListing | None:
+    """What ``iter_source_files`` lists at and under ``paths`` (under ``root``, the
+    watched folder), without walking the rest of the source: a file is looked at
+    alone, a folder walked, a path gone lists nothing. None when only a whole listing
+    can tell: a path outside ``root``, the root itself, a path through a linked or
+    unreadable folder, a name the events could not carry."""
+    real_root = source_root(source)
+    walker = _Walker(source, real_root)
+    stats: list[FileStat] = []
+    covered: list[str] = []
+    for path in sorted(set(paths)):
+        try:
+            rel = Path(path).relative_to(root).as_posix()
+        except ValueError:
+            return None
+        parts = rel.split("/")
+        if rel in ("", ".") or "\ufffd" in rel or not is_valid_text(rel) or ".." in parts:
+            return None
+        covered.extend([rel, rel + "/"])
+        inside = walker.folders_on_the_way(parts[:-1])
+        if inside is None:
+            return None
+        if not inside:
+            continue  # under an ignored folder, or gone: nothing listed
+        try:
+            st = os.lstat(real_root / rel)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            return None
+        found, folder = walker._entry(_PathEntry(str(real_root / rel), parts[-1], st), rel)
+        if folder is not None:
+            stats.extend(walker.walk(folder[0]))
+        elif found is not None:
+            stats.append(found)
+    return PathsListing(stats, covered)
+
+
+class _PathEntry:
+    """One path as ``os.scandir`` would show it (from its ``lstat``)."""
+
+    def __init__(self, path: str, name: str, st: os.stat_result):
+        self.path, self.name, self._st = path, name, st
+
+    def is_symlink(self) -> bool:
+        return stat.S_ISLNK(self._st.st_mode)
+
+    def is_dir(self, follow_symlinks: bool = True) -> bool:
+        return stat.S_ISDIR(self._st.st_mode)
+
+    def is_file(self, follow_symlinks: bool = True) -> bool:
+        return stat.S_ISREG(self._st.st_mode)
+
+    def stat(self, follow_symlinks: bool = True) -> os.stat_result:
+        return self._st
+
+
 def may_change_source(source: FileSourceConfig, root: Path, path: Path) -> bool:
     """Whether a file-system event at ``path`` (under ``root``) may change what
     ``source`` lists: a file its globs select, or a folder (or a path gone that may
@@ -151,9 +220,15 @@ class _Walker:
         self.extra = source.extra_suffixes()
         self.reported: set[str] = set()  # folders with a bad name, reported once
         self.visited: dict[tuple[int, int], str] = {}  # folders by identity (bind mounts)
+        # Compiled once: matching a precompiled pattern is ~7x cheaper per file.
+        self.include = glob.compile(source.include, flags=_FLAGS)
+        self.exclude = glob.compile(source.exclude, flags=_FLAGS) if source.exclude else None
 
-    def walk(self) -> Iterator[FileStat]:
-        stack: list[tuple[str, str]] = [("", str(self.root))]
+    def walk(self, start: str = "") -> Iterator[FileStat]:
+        """The listing of the root, or of its folder ``start`` (ending with ``/``)."""
+        stack: list[tuple[str, str]] = [
+            (start, str(self.root / start) if start else str(self.root))
+        ]
         while stack:
             rel_dir, real_dir = stack.pop()
             try:
@@ -173,41 +248,67 @@ class _Walker:
                 continue
             folders: list[tuple[str, str]] = []
             for entry in entries:
-                rel = rel_dir + entry.name
-                try:
-                    if entry.is_symlink():
-                        found = self._link(entry, rel)
-                    elif entry.is_dir(follow_symlinks=False):
-                        if entry.name not in self.ignored:
-                            folders.append((rel + "/", entry.path))
-                        continue
-                    elif not self._selected(rel):
-                        continue
-                    elif entry.is_file(follow_symlinks=False):
-                        st = entry.stat(follow_symlinks=False)
-                        found = FileStat(rel, st.st_size, st.st_mtime_ns)
-                    else:
-                        found = self._problem(rel, "not a regular file (a pipe, socket or device)")
-                except OSError as exc:
-                    if not self._selected(rel):
-                        continue
-                    found = FileStat(
-                        rel, None, None, f"cannot read the file ({_strerror(exc)}); check its "
-                        "permissions (what the index holds for it is kept)", ERROR, True,
-                    )  # fmt: skip
-                named = self._named(found) if found is not None else None
-                if named is not None:
-                    yield named
+                found, folder = self._entry(entry, rel_dir + entry.name)
+                if folder is not None:
+                    folders.append(folder)
+                elif found is not None:
+                    yield found
             stack.extend(reversed(folders))
+
+    def folders_on_the_way(self, parts: list[str]) -> bool | None:
+        """Whether the walk reaches into the folder ``parts`` (relative to the root):
+        False when one of them is ignored or gone, None when one is a link (never
+        followed: only a whole listing says what it holds) or cannot be listed."""
+        here = self.root
+        for name in parts:
+            if name in self.ignored:
+                return False
+            here = here / name
+            try:
+                st = os.lstat(here)
+            except (FileNotFoundError, NotADirectoryError):
+                return False
+            except OSError:
+                return None
+            if stat.S_ISLNK(st.st_mode) or not os.access(here, os.R_OK | os.X_OK):
+                return None
+            if not stat.S_ISDIR(st.st_mode):
+                return False
+        return True
+
+    def _entry(
+        self, entry: os.DirEntry[str] | _PathEntry, rel: str
+    ) -> tuple[FileStat | None, tuple[str, str] | None]:
+        """What the listing holds for one entry: a file or problem entry, or a folder
+        to walk (its relative path with ``/`` and its path), or neither."""
+        try:
+            if entry.is_symlink():
+                found = self._link(entry, rel)
+            elif entry.is_dir(follow_symlinks=False):
+                if entry.name not in self.ignored:
+                    return None, (rel + "/", entry.path)
+                return None, None
+            elif not self._selected(rel):
+                return None, None
+            elif entry.is_file(follow_symlinks=False):
+                st = entry.stat(follow_symlinks=False)
+                found = FileStat(rel, st.st_size, st.st_mtime_ns)
+            else:
+                found = self._problem(rel, "not a regular file (a pipe, socket or device)")
+        except OSError as exc:
+            if not self._selected(rel):
+                return None, None
+            found = FileStat(
+                rel, None, None, f"cannot read the file ({_strerror(exc)}); check its "
+                "permissions (what the index holds for it is kept)", ERROR, True,
+            )  # fmt: skip
+        return (self._named(found) if found is not None else None), None
 
     def _selected(self, rel: str) -> bool:
         """Whether the file at ``rel`` is one the source indexes (globs, attachments)."""
-        source = self.source
-        if not glob.globmatch(rel, source.include, flags=_FLAGS) and not (
-            self.extra and rel.lower().endswith(self.extra)
-        ):
+        if not self.include.match(rel) and not (self.extra and rel.lower().endswith(self.extra)):
             return False
-        return not (source.exclude and glob.globmatch(rel, source.exclude, flags=_FLAGS))
+        return not (self.exclude is not None and self.exclude.match(rel))
 
     def _selected_target(self, rel: str) -> bool:
         """Whether a file inside the root, reached through a link, is itself selected."""
@@ -216,9 +317,7 @@ class _Walker:
 
     def _folder_selected(self, rel: str) -> bool:
         name = PurePosixPath(rel).name
-        excluded = self.source.exclude and glob.globmatch(
-            rel + "/", self.source.exclude, flags=_FLAGS
-        )
+        excluded = self.exclude is not None and self.exclude.match(rel + "/")
         return name not in self.ignored and not excluded
 
     def _link(self, entry: os.DirEntry[str], rel: str) -> FileStat | None:

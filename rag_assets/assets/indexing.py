@@ -1,7 +1,9 @@
 """The five indexing assets, partitioned by source. Each writes to the index
 through the typed resources and returns counts as metadata."""
 
+import json
 import warnings
+from pathlib import Path
 
 from dagster import (
     AssetCheckResult,
@@ -23,18 +25,28 @@ from rag_assets.resources import EmbedderResource, IndexStoreResource, RaglineCo
 from rag_assets.sources import source_kind
 from rag_assets.stages.chunk import chunk_source
 from rag_assets.stages.embed import embed_source, target_generation
-from rag_assets.stages.fulltext import sync_fulltext
+from rag_assets.stages.fulltext import lance_row_hashes, sync_fulltext, tantivy_row_hashes
 from rag_assets.stages.parse import parse_source
 from rag_assets.stages.scan import scan_source
 from rag_assets.writer_turn import WRITER_POOL, wait_for_writer_turn
 from rag_serving.config import FileSourceConfig, RaglineConfig
 from rag_serving.errors import ConfigError
 from rag_serving.index.ann import ensure_search_indexes
+from rag_serving.index.fulltext import FulltextIndex
+from rag_serving.index.manifest import Generation
+from rag_serving.index.store import IndexStore, sql_in, sql_string
 
 FULL_REBUILD_TAG = "ragline/full"
 # "deferred": the pass that does the costly work (OCR) the first pass left queued.
 PASS_TAG = "ragline/pass"
 LAUNCHED_BY_TAG = "ragline/launched_by"  # cli, mcp, sensor, sensor-retry, reconcile; none: the UI
+# Set by `ragline watch`: the paths its file-system events named (a JSON list). The
+# scan then lists only those; without it (sensor, CLI, UI) the whole source.
+CHANGED_PATHS_TAG = "ragline/changed_paths"
+# Set by such a scan: the doc ids it touched (a JSON list); the later stages of the
+# run do only their work. Above SCOPE_LIMIT they reconcile the whole source.
+SCOPE_TAG = "ragline/scope"
+SCOPE_LIMIT = 1000
 # Runs a person asked for (a UI run carries no launched_by tag).
 ON_DEMAND_LAUNCHERS = ("cli", "mcp")
 GROUP = "indexing"
@@ -97,6 +109,30 @@ def is_deferred_pass(context: AssetExecutionContext) -> bool:
     return context.run.tags.get(PASS_TAG) == "deferred"
 
 
+def changed_paths(context: AssetExecutionContext) -> list[Path] | None:
+    """The paths the run's file-system events named (``CHANGED_PATHS_TAG``); None for
+    a run that reconciles the whole source."""
+    raw = context.run.tags.get(CHANGED_PATHS_TAG)
+    if raw is None or is_full_rebuild(context) or is_deferred_pass(context):
+        return None
+    try:
+        paths = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        return None
+    return [Path(p) for p in paths]
+
+
+def run_scope(context: AssetExecutionContext) -> set[str] | None:
+    """The doc ids this run's scan touched (``SCOPE_TAG``); None: the whole source."""
+    if is_full_rebuild(context) or is_deferred_pass(context):
+        return None
+    run = context.instance.get_run_by_id(context.run_id)
+    raw = None if run is None else run.tags.get(SCOPE_TAG)
+    return None if raw is None else set(json.loads(raw))
+
+
 def _source_metadata(source: FileSourceConfig) -> dict[str, object]:
     """What the partition indexes: the source's kind and folder."""
     return {
@@ -124,8 +160,13 @@ def raw_files(
     # schedule (feeds) checks everything now, not only what is due.
     launcher = context.run.tags.get(LAUNCHED_BY_TAG)
     kind.on_demand = is_full_rebuild(context) or launcher is None or launcher in ON_DEMAND_LAUNCHERS
-    result = scan_source(store, kind, full=is_full_rebuild(context))
-    return materialize_result(result, extra=_source_metadata(source))
+    result = scan_source(store, kind, full=is_full_rebuild(context), changed=changed_paths(context))
+    extra = _source_metadata(source)
+    if result.scope is not None:
+        extra["scope"] = f"{len(result.scope)} item(s) at the changed paths"
+        if len(result.scope) <= SCOPE_LIMIT:
+            context.instance.add_run_tags(context.run_id, {SCOPE_TAG: json.dumps(result.scope)})
+    return materialize_result(result, extra=extra)
 
 
 @asset(
@@ -147,6 +188,7 @@ def parsed_documents(
         full=is_full_rebuild(context),
         run_id=context.run_id,
         deferred_pass=is_deferred_pass(context),
+        only=run_scope(context),
     )
     for problem in result.problems:
         context.log.warning(f"{source.name}: {problem.path}: {problem.severity}: {problem.message}")
@@ -174,7 +216,7 @@ def chunks(
     _start_step(context)
     result = chunk_source(
         index_store.store(), source_kind(source, config.data_dir), config.chunking, embedder.embedder(),
-        full=is_full_rebuild(context),
+        full=is_full_rebuild(context), only=run_scope(context),
     )  # fmt: skip
     return materialize_result(result, extra=_source_metadata(source))
 
@@ -198,7 +240,9 @@ def embeddings(
     source = _configured_source(context, settings.load())
     _start_step(context)
     store, model = index_store.store(), embedder.embedder()
-    result = embed_source(store, source, model, full=is_full_rebuild(context))
+    result = embed_source(
+        store, source, model, full=is_full_rebuild(context), only=run_scope(context)
+    )
     generation = target_generation(store, model)
     # Scalar and vector indexes once the table is large enough; never fails the run.
     # They cover the whole table (every source), so they go to the log, not to this
@@ -239,11 +283,46 @@ def fulltext_index(
     source = _configured_source(context, config)
     _start_step(context)
     store, model = index_store.store(), embedder.embedder()
-    result = sync_fulltext(store, source, model, context.run_id, [s.name for s in config.sources])
+    only = run_scope(context)
+    configured = [s.name for s in config.sources]
+    result = sync_fulltext(store, source, model, context.run_id, configured, only=only)
     generation = target_generation(store, model)
-    outcome = checks.tantivy_matches_lancedb(store, generation, source.name)
+    if only is None:
+        outcome = checks.tantivy_matches_lancedb(store, generation, source.name)
+    else:
+        outcome = _scoped_fulltext_check(store, generation, source, only)
     extra = {**_source_metadata(source), "embedder": model.fingerprint.describe()}
     result.extra.pop("generation", None)
     if result.extra.pop("promoted_generation", None):
         extra["search_switched_to"] = model.fingerprint.describe()
     return materialize_result(result, [_check_result(outcome)], extra=extra)
+
+
+def _scoped_fulltext_check(
+    store: IndexStore, generation: Generation, source: FileSourceConfig, only: set[str]
+) -> checks.CheckOutcome:
+    """``tantivy_matches_lancedb`` for the documents a watch run touched: the rest of
+    the source was not written by the run (every full run checks all of it)."""
+    scope = f"source = {sql_string(source.name)} AND {sql_in('doc_id', sorted(only))}"
+    lance = lance_row_hashes(store, generation.table, scope)
+    index = FulltextIndex(store.layout.fulltext_dir(generation.key))
+    tantivy = tantivy_row_hashes(index, source.name, None, only)
+    missing = [c for c in lance if c not in tantivy]
+    extra = [c for c in tantivy if c not in lance]
+    differ = [c for c in lance if c in tantivy and tantivy[c] != lance[c]]
+    passed = not (missing or extra or differ)
+    what = f"the {len(only)} document(s) of this watch run"
+    return checks.CheckOutcome(
+        checks.TANTIVY_MATCHES_LANCEDB,
+        passed,
+        f"Tantivy and LanceDB hold the same chunks for {what}"
+        if passed
+        else f"Tantivy and LanceDB differ for {what}",
+        {
+            "lancedb_chunks": len(lance),
+            "missing_in_tantivy": len(missing),
+            "extra_in_tantivy": len(extra),
+            "different_rows": len(differ),
+            "checked_documents": len(only),
+        },
+    )

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -57,6 +57,20 @@ class ItemStat:
         from datetime import UTC
 
         return None if self.mtime_ns is None else datetime.fromtimestamp(self.mtime_ns / 1e9, UTC)
+
+
+@dataclass(frozen=True)
+class ChangedItems:
+    """The listing of the items at some changed paths (``SourceKind.list_changed``)."""
+
+    items: list[ItemStat]  # what ``list_items`` lists at and under those paths
+    # The keys it speaks for (a key, or a prefix ending with "/" for every key under
+    # it): an indexed item at a covered key that ``items`` lacks is gone.
+    covered: tuple[str, ...]
+
+    def covers(self, key: str) -> bool:
+        prefixes = tuple(k for k in self.covered if k.endswith("/"))
+        return key in self.covered or key.startswith(prefixes)
 
 
 @dataclass(frozen=True)
@@ -112,8 +126,13 @@ class SourceKind(ABC):
     def change_signal(self) -> str:
         """A short value that changes whenever an item is added, changed or removed
         (the sensor compares it with its cursor)."""
+        return self.signal_of(self.list_items())
+
+    @staticmethod
+    def signal_of(items: Iterable[ItemStat]) -> str:
+        """The default ``change_signal`` of a listing (``items`` as ``list_items`` yields them)."""
         digest = hashlib.sha256()
-        for item in self.list_items():
+        for item in items:
             digest.update(f"{item.key}\0{item.fingerprint}\n".encode())
         return digest.hexdigest()[:20]
 
@@ -127,6 +146,15 @@ class SourceKind(ABC):
     def watches(self, path: Path) -> bool:
         """Whether an event at ``path``, under a watch root, may change the source."""
         return True
+
+    def list_changed(self, paths: list[Path]) -> ChangedItems | None:
+        """The items at and under ``paths`` (file-system events under the watch roots),
+        listed as ``list_items`` would list them, without listing the rest: what lets
+        a watch run do only the changed items' work. None (the default) when the kind
+        cannot tell from the paths alone: the run lists every item. A kind that lists
+        changed items keeps the default ``change_signal`` (``ragline watch`` records
+        it from its own listing with ``signal_of``)."""
+        return None
 
     # ---- load ----------------------------------------------------------------
 

@@ -11,10 +11,12 @@ from pathlib import Path
 
 from rag_assets.formats import router
 from rag_assets.formats.model import ItemSkipped, ParsedDocument, ParseOptions
-from rag_assets.sources.base import ItemStat, SourceKind
+from rag_assets.sources.base import ChangedItems, ItemStat, SourceKind
 from rag_serving.scanning import (
+    FileStat,
     OutsideSourceError,
     iter_source_files,
+    list_source_paths,
     may_change_source,
     open_source_file,
     pinned_source_file,
@@ -39,14 +41,14 @@ class FileSourceKind(SourceKind):
 
     def list_items(self) -> Iterator[ItemStat]:
         for stat in iter_source_files(self.config):
-            if stat.problem is not None:
-                yield ItemStat(
-                    stat.path, f"{stat.severity}:{stat.problem}", problem=stat.problem,
-                    severity=stat.severity, unavailable=stat.unavailable,
-                )  # fmt: skip
-            else:
-                fingerprint = f"{stat.size}:{stat.mtime_ns}"
-                yield ItemStat(stat.path, fingerprint, stat.size, stat.mtime_ns)
+            yield _item(stat)
+
+    def list_changed(self, paths: list[Path]) -> ChangedItems | None:
+        root = Path(self.config.path).expanduser().absolute()
+        listing = list_source_paths(self.config, root, paths)
+        if listing is None:
+            return None
+        return ChangedItems([_item(stat) for stat in listing.stats], tuple(listing.covered))
 
     def watch_roots(self) -> list[Path]:
         return [self.root]
@@ -83,6 +85,15 @@ class FileSourceKind(SourceKind):
                 return router.parse_file(path, key, file_type, options)
         except OutsideSourceError as exc:
             raise ItemSkipped(exc.strerror or str(exc)) from None
+
+
+def _item(stat: FileStat) -> ItemStat:
+    if stat.problem is not None:
+        return ItemStat(
+            stat.path, f"{stat.severity}:{stat.problem}", problem=stat.problem,
+            severity=stat.severity, unavailable=stat.unavailable,
+        )  # fmt: skip
+    return ItemStat(stat.path, f"{stat.size}:{stat.mtime_ns}", stat.size, stat.mtime_ns)
 
 
 def source_file_sha256(real_root: Path, key: str) -> str:

@@ -60,8 +60,10 @@ def chunk_source(
     embedder: Embedder,
     full: bool,
     batch_size: int = READ_BATCH,
+    only: set[str] | None = None,
 ) -> StageResult:
-    """Bring ``staged_chunks`` in line with ``documents`` for ``source``.
+    """Bring ``staged_chunks`` in line with ``documents`` for ``source`` (for the doc
+    ids ``only``, when given: a watch run's changed items).
 
     Documents are read and chunked ``batch_size`` at a time and their chunks written
     about ``COMMIT_CHUNKS`` at a time, each document's old and new chunks swapped in
@@ -70,10 +72,11 @@ def chunk_source(
     result = StageResult()
     source = kind.config
     scope = f"source = {sql_string(source.name)}"
-    docs = store.read("documents", where=scope, columns=["doc_id", "content_hash"]).to_pylist()
+    where = scope if only is None else f"{scope} AND {sql_in('doc_id', sorted(only))}"
+    docs = store.read("documents", where=where, columns=["doc_id", "content_hash"]).to_pylist()
     store.staged_chunks()  # opened as a writer: adds columns an older index lacks
     staged = store.read(
-        "staged_chunks", where=scope, columns=["doc_id", "doc_content_hash", "chunking_key"]
+        "staged_chunks", where=where, columns=["doc_id", "doc_content_hash", "chunking_key"]
     )
     key = chunking_key(chunking, embedder, kind.chunker_version())
     chunked_hash: dict[str, str] = {}

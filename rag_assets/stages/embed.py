@@ -60,9 +60,11 @@ def embed_source(
     embedder: Embedder,
     full: bool,
     batch_size: int = PUBLISH_BATCH,
+    only: set[str] | None = None,
 ) -> StageResult:
     """Bring the source's served chunks (in the embedder's generation) in line with
-    ``staged_chunks``.
+    ``staged_chunks`` (for the doc ids ``only``, when given: a watch run's changed
+    items).
 
     Memory stays bounded by ``batch_size``: a first pass streams the staged chunks
     and keeps only ids and row hashes to decide what to write; a second pass reads
@@ -73,7 +75,8 @@ def embed_source(
     table = generation.table
     result = StageResult()
     result.extra["generation"] = generation.key
-    scope = f"source = {sql_string(source.name)}"
+    whole = f"source = {sql_string(source.name)}"
+    scope = whole if only is None else f"{whole} AND {sql_in('doc_id', sorted(only))}"
     docs = {
         d["doc_id"]: d
         for d in store.read(
@@ -103,8 +106,10 @@ def embed_source(
 
     schema = chunks_schema(embedder.dimension)
     store.chunks(table, embedder.dimension)  # create it even when the source is empty
-    # Which texts already have a vector in this generation (hashes only, read once).
-    known_hashes = {digest for (digest,) in _columns(store, table, None, ["embed_hash"])}
+    # Which texts already have a vector in this generation (hashes only, read once):
+    # of the whole table, or of just the texts to write when they are few.
+    lookup = None if only is None else sql_in("embed_hash", sorted(plan.hashes))
+    known_hashes = {digest for (digest,) in _columns(store, table, lookup, ["embed_hash"])}
     stale_set = set(stale)
     counts = {"embedded": 0, "reused": 0}
     done = 0
@@ -132,7 +137,7 @@ def embed_source(
     if stale_set:  # chunks of deleted documents, and of documents with nothing new
         store.delete(table, f"{scope} AND {sql_in('chunk_id', stale_set)}")
     embedder.prepare_query_path()
-    result.row_count = store.count(table, scope)
+    result.row_count = store.count(table, whole)
     result.extra.update({"embedded": embedded, "vectors_reused": reused})
     return_freed_memory()
     return result
@@ -149,6 +154,7 @@ class _Plan:
     # Embed hashes more than one chunk to write has: the only vectors worth keeping
     # until their commit makes them readable from the table.
     repeated: set[str] = field(default_factory=set)
+    hashes: set[str] = field(default_factory=set)  # the embed hashes of the chunks to write
 
 
 def _plan(
@@ -178,6 +184,7 @@ def _plan(
             if digest in seen:
                 plan.repeated.add(digest)
             seen.add(digest)
+    plan.hashes = seen
     return plan
 
 

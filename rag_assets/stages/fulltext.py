@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
+import tantivy
 
 from rag_assets.progress import report
 from rag_assets.stages.embed import target_generation
@@ -14,7 +15,7 @@ from rag_assets.stages.result import StageResult, return_freed_memory, utcnow
 from rag_serving.config import FileSourceConfig
 from rag_serving.embedders import Embedder
 from rag_serving.index import schema as schemas
-from rag_serving.index.fulltext import FulltextIndex
+from rag_serving.index.fulltext import SCHEMA, FulltextIndex
 from rag_serving.index.manifest import read_manifest, write_manifest
 from rag_serving.index.store import IndexStore, sql_in, sql_string
 
@@ -46,27 +47,31 @@ def sync_fulltext(
     embedder: Embedder,
     run_id: str,
     configured: Sequence[str],
+    only: set[str] | None = None,
 ) -> StageResult:
-    """Make the Tantivy index hold exactly the source's chunks from LanceDB.
+    """Make the Tantivy index hold exactly the source's chunks from LanceDB (those
+    of the doc ids ``only``, when given: a watch run's changed items).
 
     Rows are compared by ``row_hash`` (ids and hashes only); the rows to add are
     streamed from LanceDB into one Tantivy commit, whose writer flushes to disk
     within its own heap budget, so memory does not grow with the source.
     """
     generation = target_generation(store, embedder)
-    scope = f"source = {sql_string(source.name)}"
+    whole = f"source = {sql_string(source.name)}"
+    scope = whole if only is None else f"{whole} AND {sql_in('doc_id', sorted(only))}"
     lance = _row_hashes(store, generation.table, scope)
     index = FulltextIndex(store.layout.fulltext_dir(generation.key))
-    before = index.row_hashes(source.name, source.language)
+    before = tantivy_row_hashes(index, source.name, source.language, only)
     stale = [cid for cid, digest in before.items() if lance.get(cid) != digest]
     add = {cid for cid, digest in lance.items() if before.get(cid) != digest}
     if stale or add:
         rows = _rows_to_add(store, generation.table, scope, add) if add else ()
         index.replace(stale, rows, source.language)
     report(source.name, "fulltext", len(lance), len(lance))
-    record_source_state(store, source.name, run_id, generation.key, len(lance))
+    total = len(lance) if only is None else store.count(generation.table, whole)
+    record_source_state(store, source.name, run_id, generation.key, total)
     deleted = sum(1 for cid in stale if cid not in lance)
-    result = StageResult(deleted=deleted, row_count=len(lance))
+    result = StageResult(deleted=deleted, row_count=total)
     result.new = sum(1 for cid in add if cid not in before)
     result.changed = len(add) - result.new
     result.unchanged = len(lance) - len(add)
@@ -75,6 +80,34 @@ def sync_fulltext(
         result.extra["promoted_generation"] = generation.key
     return_freed_memory()
     return result
+
+
+def tantivy_row_hashes(
+    index: FulltextIndex, source: str, language: str | None, only: set[str] | None = None
+) -> dict[str, str]:
+    """``chunk_id → row_hash`` in Tantivy for the source, or for its doc ids ``only``
+    (a row indexed under another ``language`` setting maps to "": stale)."""
+    if only is None:
+        return index.row_hashes(source, language)
+    if not only:
+        return {}
+    searcher = index.index.searcher()
+    query = tantivy.Query.boolean_query([
+        (tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, "source", source)),
+        (tantivy.Occur.Must, tantivy.Query.term_set_query(SCHEMA, "doc_id", sorted(only))),
+    ])  # fmt: skip
+    out: dict[str, str] = {}
+    limit = max(1, int(searcher.num_docs))
+    for _score, address in searcher.search(query, limit=limit, count=False).hits:
+        doc = searcher.doc(address)
+        stale = language is not None and (doc.get_first("language") or "auto") != language
+        out[doc["chunk_id"][0]] = "" if stale else doc["row_hash"][0]
+    return out
+
+
+def lance_row_hashes(store: IndexStore, table: str, where: str) -> dict[str, str]:
+    """``chunk_id → row_hash`` of the LanceDB rows matching ``where``."""
+    return _row_hashes(store, table, where)
 
 
 def _row_hashes(store: IndexStore, table: str, where: str) -> dict[str, str]:

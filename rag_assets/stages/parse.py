@@ -47,18 +47,21 @@ def parse_source(
     full: bool,
     run_id: str,
     deferred_pass: bool = False,
+    only: set[str] | None = None,
 ) -> StageResult:
-    """Bring ``documents`` and ``file_issues`` in line with the ``files`` table."""
+    """Bring ``documents`` and ``file_issues`` in line with the ``files`` table (for
+    the doc ids ``only``, when given: a watch run's changed items)."""
     result = StageResult()
     name = kind.config.name
     scope = f"source = {sql_string(name)}"
+    where = scope if only is None else f"{scope} AND {sql_in('doc_id', sorted(only))}"
     files = store.read(
         "files",
-        where=scope,
+        where=where,
         columns=["doc_id", "path", "content_hash", "error", "mtime_ns", "fingerprint"],
     ).to_pylist()
-    parsed = _rows(store, "documents", scope, ["doc_id", "content_hash", "parser", "deferred"])
-    issues = _rows(store, "file_issues", scope, ["doc_id", "content_hash", "parser"])
+    parsed = _rows(store, "documents", where, ["doc_id", "content_hash", "parser", "deferred"])
+    issues = _rows(store, "file_issues", where, ["doc_id", "content_hash", "parser"])
     live = {f["doc_id"] for f in files}
     # Issues of items that could not be read before and can now, their documents kept
     # meanwhile unchanged: nothing else would clear them.

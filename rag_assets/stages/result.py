@@ -31,6 +31,9 @@ class StageResult:
     row_count: int = 0
     problems: list[FileProblem] = field(default_factory=list)
     extra: dict[str, int | float | str] = field(default_factory=dict)
+    # The doc ids a changed-set scan touched (the later stages do only their work);
+    # None: the whole source.
+    scope: list[str] | None = None
 
     def counts(self) -> dict[str, int]:
         return {

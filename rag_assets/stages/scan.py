@@ -12,6 +12,7 @@ instead of emptying its index; a full run (``ragline index --full``) empties it.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -19,6 +20,7 @@ import pyarrow as pa
 from rag_assets.formats.model import ItemSkipped
 from rag_assets.progress import report
 from rag_assets.sources import ItemStat, SourceKind
+from rag_assets.sources.base import ChangedItems
 from rag_assets.stages.result import StageResult, utcnow
 from rag_serving.errors import SourceUnavailableError
 from rag_serving.index import schema as schemas
@@ -38,24 +40,34 @@ PROBLEM_MARKS = {
 }
 
 
-def scan_source(store: IndexStore, kind: SourceKind, full: bool) -> StageResult:
+def scan_source(
+    store: IndexStore, kind: SourceKind, full: bool, changed: list[Path] | None = None
+) -> StageResult:
     """Update the ``files`` table for the source of ``kind``.
 
     An item whose fingerprint (a file's size and mtime) is unchanged costs only its
     listing; others are read and hashed. With ``full`` every item is re-hashed.
+
+    With ``changed`` (the paths file-system events named), only the items at and
+    under those paths are listed and compared, when the kind can list them alone
+    (``SourceKind.list_changed``); ``result.scope`` then holds the doc ids the run
+    touched, for the later stages. Otherwise the whole source is listed.
     """
     result = StageResult()
     name = kind.config.name
     scope = f"source = {sql_string(name)}"
     columns = ["doc_id", "path", "size", "mtime_ns", "fingerprint", "content_hash", "error"]
+    listing = None if full or changed is None else kind.list_changed(changed)
+    where = scope if listing is None else f"{scope} AND ({_covered_sql(listing)})"
     previous = {
-        r["doc_id"]: r for r in store.read("files", where=scope, columns=columns).to_pylist()
+        r["doc_id"]: r for r in store.read("files", where=where, columns=columns).to_pylist()
     }
     seen: set[str] = set()
     upserts: list[dict] = []
     now = utcnow()
-    items = [_checked(item) for item in kind.list_items()]
-    if not items and previous and not full:
+    listed = kind.list_items() if listing is None else listing.items
+    items = [_checked(item) for item in listed]
+    if not items and previous and not full and listing is None:
         # An unmounted disk often leaves its mount point behind, empty: that is not
         # every note deleted at once.
         raise SourceUnavailableError(
@@ -134,8 +146,48 @@ def scan_source(store: IndexStore, kind: SourceKind, full: bool) -> StageResult:
             delete_where=f"{scope} AND {sql_in('doc_id', gone)}" if gone else None,
         )
     report(name, "scan", len(items), len(items))
-    result.row_count = len(seen)
+    if listing is None:
+        result.row_count = len(seen)
+    else:
+        result.row_count = store.count("files", scope)
+        result.scope = sorted(seen | set(gone))
     return result
+
+
+def listing_is_indexed(store: IndexStore, kind: SourceKind, items: list[ItemStat]) -> bool:
+    """Whether a scan of ``items`` (the whole listing) would find nothing to do: no
+    item new, changed or gone (an item the index holds with a read error counts as
+    indexed: a scan can only try it again)."""
+    name = kind.config.name
+    columns = ["doc_id", "path", "size", "mtime_ns", "fingerprint", "content_hash", "error"]
+    where = f"source = {sql_string(name)}"
+    previous = {
+        r["doc_id"]: r for r in store.read("files", where=where, columns=columns).to_pylist()
+    }
+    seen: set[str] = set()
+    for item in (_checked(i) for i in items):
+        key = doc_id(name, item.key)
+        seen.add(key)
+        old = previous.get(key)
+        if old is None:
+            return False
+        if item.problem is not None:
+            if _problem_row(name, item, old, None) is not None:
+                return False
+        elif old["fingerprint"] != item.fingerprint and not old["error"]:
+            return False
+    kept = tuple(i.key for i in items if i.unavailable and i.key.endswith("/"))
+    return all(
+        key in seen or (kept and row["path"].startswith(kept)) for key, row in previous.items()
+    )
+
+
+def _covered_sql(listing: ChangedItems) -> str:
+    """A filter on ``files.path`` for the keys ``listing`` speaks for."""
+    exact = [k for k in listing.covered if not k.endswith("/")]
+    parts = [sql_in("path", exact)] if exact else []
+    parts += [f"starts_with(path, {sql_string(k)})" for k in listing.covered if k.endswith("/")]
+    return " OR ".join(parts) or "FALSE"
 
 
 def _checked(item: ItemStat) -> ItemStat:
