@@ -71,7 +71,9 @@ def main() -> None:
     parser.add_argument("--from-vault", type=Path, help="where --make-small copies notes from")
     args = parser.parse_args()
     if args.make_small and not args.config.exists():
-        small_vault(args.from_vault, args.config.with_suffix(".vault"), args.make_small, args.config)
+        small_vault(
+            args.from_vault, args.config.with_suffix(".vault"), args.make_small, args.config
+        )
 
     from rag_serving.config import parse_config_file
     from ragline.watching import SourceWatcher
@@ -89,7 +91,9 @@ def main() -> None:
     try:
         for _ in range(args.rounds):
             for mode in ("watch", "full"):
-                note.write_bytes(original + f"\n\nProfile probe zq{uuid.uuid4().hex[:10]}.\n".encode())
+                note.write_bytes(
+                    original + f"\n\nProfile probe zq{uuid.uuid4().hex[:10]}.\n".encode()
+                )
                 started = time.perf_counter()
                 if mode == "watch":
                     run = watcher.index(source.name, [str(note)], started)
