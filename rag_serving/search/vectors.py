@@ -84,16 +84,17 @@ class InMemoryVectors:
         rows = candidates[top]
         return [matrix.ids[i] for i in rows], [float(sims[i]) for i in rows]
 
-    def rows(self, chunk_ids: list[str], version: int) -> dict[str, dict[str, Any]] | None:
-        """The row columns of ``chunk_ids`` at table ``version`` (None when the matrix is
-        of another version or lacks one of them)."""
+    def rows(
+        self, chunk_ids: list[str], version: int, limit: int | None = None
+    ) -> dict[str, dict[str, Any]] | None:
+        """The row columns of ``chunk_ids`` at table ``version``, of the first ``limit``
+        the table holds (an id it lacks is not served); None when the matrix is of
+        another version."""
         matrix = self._matrix
         if matrix is None or matrix.version != version:
             return None
-        found = [matrix.positions.get(cid) for cid in chunk_ids]
-        if None in found:
-            return None
-        taken = matrix.rows.take([int(i) for i in found if i is not None]).to_pylist()
+        found = [i for i in map(matrix.positions.get, chunk_ids) if i is not None][:limit]
+        taken = matrix.rows.take(found).to_pylist()
         return {row["chunk_id"]: row for row in taken}
 
 
