@@ -28,7 +28,7 @@ import re
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -127,6 +127,79 @@ def doc_mean_vector(gamma: float) -> Callable[[LabSet], np.ndarray]:
         return fuse(lab.bm25, lab.matched, cosine)
 
     return run
+
+
+def softmax_rescore(m: int, beta: float, temperature: float) -> Callable[[LabSet], np.ndarray]:
+    """Re-score of the vector list's candidates with q + β·Σ w_i v_i / Σ w_i over the
+    fused top ``m``, w_i = exp((s_i - s_1) / T) (what rag_serving/search/feedback.py
+    does; the norm of q' is left out: the z-score fusion does not see a list's scale)."""
+
+    def run(lab: LabSet) -> np.ndarray:
+        top = top_rows(lab.first["fused"], m)
+        s = np.take_along_axis(lab.first["fused"], top, axis=1)
+        w = np.exp((s - s[:, :1]) / temperature)
+        centroid = (lab.vectors[top] * w[..., None]).sum(axis=1) / w.sum(axis=1, keepdims=True)
+        cosine = lab.cosine + beta * centroid @ lab.vectors.T
+        return fuse(lab.bm25, lab.matched, cosine, top_mask(lab.cosine, DEPTH))
+
+    return run
+
+
+def query_vectors(lab: LabSet) -> np.ndarray:
+    if not hasattr(lab, "query_vectors"):
+        q = np.stack([lab.engine.embedder.embed_query(t) for t in lab.queries])
+        lab.query_vectors = q / np.linalg.norm(q, axis=1, keepdims=True)  # type: ignore[attr-defined]
+        assert np.allclose(lab.query_vectors @ lab.vectors[:50].T, lab.cosine[:, :50], atol=1e-4)  # type: ignore[attr-defined]
+    return lab.query_vectors  # type: ignore[attr-defined]
+
+
+def module_ranker(top: int, weight: float, temperature: float) -> Callable[[LabSet], np.ndarray]:
+    """The engine's own lists (RankedList, zscore_fusion) per query, fed back through
+    ``rescored_list`` of rag_serving/search/feedback.py: the module, end to end."""
+    from rag_serving.search.feedback import FeedbackSettings, rescored_list
+    from rag_serving.search.fusion import RankedList, zscore_fusion
+
+    settings = FeedbackSettings(top=top, weight=weight, temperature=temperature)
+
+    def run(lab: LabSet) -> np.ndarray:
+        queries = query_vectors(lab)
+        out = np.full(lab.cosine.shape, -np.inf)
+        b_rows = top_rows(np.where(lab.matched, lab.bm25, -np.inf), DEPTH)
+        v_rows = top_rows(lab.cosine, DEPTH)
+        n = lab.cosine.shape[1]
+
+        def vectors_of(ids: Sequence[str]) -> np.ndarray:
+            return lab.vectors[[int(i) for i in ids]]
+
+        for qi in range(len(queries)):
+            b = [int(i) for i in b_rows[qi] if lab.matched[qi, i]]
+            bm25 = RankedList("bm25", [str(i) for i in b], [float(lab.bm25[qi, i]) for i in b],
+                              W_BM25, floor=0.0, depth=min(DEPTH, n))  # fmt: skip
+            vector = RankedList("vector", [str(i) for i in v_rows[qi]],
+                                [float(lab.cosine[qi, i]) for i in v_rows[qi]], 1.0)  # fmt: skip
+            lists = [bm25, vector] if b else [vector]
+            first = zscore_fusion(lists, settings.top)
+            rescored = rescored_list(vector, first, queries[qi], vectors_of, settings)
+            if rescored is not None:
+                lists[-1] = rescored
+            for hit in zscore_fusion(lists):
+                out[qi, int(hit.id)] = hit.score
+        return out
+
+    return run
+
+
+def per_query(lab: LabSet, scores: np.ndarray) -> np.ndarray:
+    from rag_serving.evaluation.metrics import ndcg_at_k
+
+    values = []
+    for qi, query_id in enumerate(lab.query_ids):
+        row = scores[qi]
+        order = np.argsort(-row, kind="stable")[:400]
+        order = order[np.isfinite(row[order])]
+        ranking = list(dict.fromkeys(lab.doc_ids[lab.chunk_doc[c]] for c in order))[:100]
+        values.append(ndcg_at_k(ranking, lab.dataset.qrels[query_id], 10))
+    return np.array(values)
 
 
 # ---- BM25 feedback -----------------------------------------------------------------------
@@ -270,6 +343,106 @@ def hub_costs(config_path: Path, rounds: int = 60) -> dict[str, float]:
     return med
 
 
+def feedback_engine(config_path: Path, settings_kwargs: dict[str, float]):
+    """A SearchEngine with the proposed hook (feedback between two fusions) and a plain
+    one, on the same config. The hook is what the engine would run; the query vector
+    is taken from the embedder's call (the engine itself would keep it)."""
+    from rag_serving.config import SearchConfig, parse_config_file
+    from rag_serving.search import SearchEngine
+    from rag_serving.search.feedback import FeedbackSettings, rescored_list
+
+    settings = FeedbackSettings(**settings_kwargs)  # type: ignore[arg-type]
+
+    class FeedbackEngine(SearchEngine):
+        query_vector: np.ndarray | None = None
+
+        def _fuse(self, lists, limit):  # type: ignore[no-untyped-def]
+            vector = lists[-1] if lists and lists[-1].name == "vector" else None
+            matrix = self._memory._matrix
+            if len(lists) < 2 or vector is None or matrix is None or self.query_vector is None:
+                return super()._fuse(lists, limit)
+            first = super()._fuse(lists, settings.top)
+
+            def vectors_of(ids: Sequence[str]) -> np.ndarray | None:
+                found = [matrix.positions.get(i) for i in ids]
+                return None if None in found else matrix.vectors[found]
+
+            rescored = rescored_list(vector, first, self.query_vector, vectors_of, settings)
+            if rescored is not None:
+                lists = [*lists[:-1], rescored]
+            return super()._fuse(lists, limit)
+
+    config = parse_config_file(config_path)
+    # The default search settings (the eval folders' own configs say rrf, 50, 1 / 1).
+    search = SearchConfig(rerank=config.search.rerank)
+    config = config.model_copy(update={"search": search})
+    assert (search.fusion, search.candidates, search.weights.bm25) == ("zscore", DEPTH, W_BM25)
+    plain = SearchEngine(config, read_consistency_s=None)
+    fed = FeedbackEngine(config, read_consistency_s=None)
+    embedder = fed.embedder
+    own = embedder.embed_query
+
+    def keep(text: str) -> np.ndarray:
+        fed.query_vector = own(text)
+        return fed.query_vector
+
+    embedder.embed_query = keep  # type: ignore[method-assign]
+    return plain, fed
+
+
+def end_to_end(names: list[str], root: Path, settings_kwargs: dict[str, float]) -> dict:
+    """nDCG@10 through ``rank_documents`` of `ragline eval` (k = 100 chunks a query),
+    the plain engine and the one with the hook, on the same index."""
+    import json
+
+    from benchmarks.report import SHARED_DATA
+    from rag_serving.evaluation.beir import load_beir
+    from rag_serving.evaluation.metrics import ndcg_at_k
+    from ragline.eval_command import rank_documents
+
+    rows: dict[str, list[float]] = {"plain engine (default)": [], "engine with the hook": []}
+    for name in names:
+        dataset = load_beir(SHARED_DATA / "eval" / name, SETS[name])
+        notes = json.loads((root / name / "eval-state.json").read_text())["notes"]
+        plain, fed = feedback_engine(root / name / "ragline.toml", settings_kwargs)
+        for engine, label in ((plain, "plain engine (default)"), (fed, "engine with the hook")):
+            scores = [
+                ndcg_at_k(rank_documents(engine, dataset.queries[q], "hybrid", notes),
+                          dataset.qrels[q], 10)
+                for q in dataset.judged_queries()
+            ]  # fmt: skip
+            rows[label].append(float(np.mean(scores)))
+        print(
+            name, rows["plain engine (default)"][-1], rows["engine with the hook"][-1], flush=True
+        )
+    return rows
+
+
+def hub_latency(config_path: Path, settings_kwargs: dict[str, float], count: int = 200) -> dict:
+    """Hybrid p50 / p95 (ms) at the hub's size, plain and with the hook, interleaved."""
+    from benchmarks.query_latency import sample_queries
+
+    plain, fed = feedback_engine(config_path, settings_kwargs)
+    assert plain.generation is not None
+    queries = sample_queries(plain.store, plain.generation.table, count)
+    for q in queries[:5]:
+        plain.search(q), plain.search(q), fed.search(q), fed.search(q)
+    times: dict[str, list[float]] = {"plain": [], "feedback": []}
+    for i, q in enumerate(queries * 2):
+        order = [("plain", plain), ("feedback", fed)][:: 1 if i % 2 else -1]
+        for label, engine in order:
+            t = time.perf_counter()
+            engine.search(q)
+            times[label].append(1000 * (time.perf_counter() - t))
+    out = {f"{k} p50": float(np.percentile(v, 50)) for k, v in times.items()}
+    out |= {f"{k} p95": float(np.percentile(v, 95)) for k, v in times.items()}
+    out["paired median extra"] = float(
+        np.median(np.array(times["feedback"]) - np.array(times["plain"]))
+    )
+    out["queries"] = len(queries) * 2
+    return out
+
+
 # ---- the report --------------------------------------------------------------------------
 
 
@@ -281,20 +454,23 @@ def measure(labs: list[LabSet], rankers: dict[str, Callable[[LabSet], np.ndarray
     return rows
 
 
+CHOSEN = {"top": 3, "weight": 0.3, "temperature": 1.0}  # rag_serving/search/feedback.py
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--eval-root", type=Path, default=Path("/tmp/ragline-eval"))
     parser.add_argument("--sets", default=",".join(SETS))
     parser.add_argument("--no-bm25-prf", action="store_true")
+    parser.add_argument("--no-end-to-end", action="store_true")
     parser.add_argument("--hub-config", type=Path, default=Path("/tmp/ragline-bench/hub.toml"))
     args = parser.parse_args()
     names = args.sets.split(",")
     labs = [LabSet(name, args.eval_root) for name in names]
     for lab in labs:
         lab.first = first_lists(lab)  # type: ignore[attr-defined]
-    default: dict[str, Callable[[LabSet], np.ndarray]] = {
-        "default (z-score, bm25 0.3, depth 200)": lambda lab: lab.first["fused"]
-    }
+    default_label = "default (z-score, bm25 0.3, depth 200)"
+    default: dict[str, Callable[[LabSet], np.ndarray]] = {default_label: lambda lab: lab.first["fused"]}  # fmt: skip
     sections: dict[str, dict[str, list[float]]] = {}
     print(" " * 60 + "".join(f"{n[:8]:>8}" for n in names))
 
@@ -307,9 +483,29 @@ def main() -> None:
                     rankers[f"vector PRF {how}, {source} top-{m}, β={beta}"] = vector_prf(
                         source, m, beta, rescan
                     )
-    sections["Vector pseudo-relevance feedback (Rocchio on the query vector)"] = measure(
-        labs, rankers
+    sections["Vector PRF (Rocchio, plain mean of the top m): a second scan or a re-score"] = (
+        measure(labs, rankers)
     )
+
+    rankers = dict(default)
+    for m in (1, 2, 3, 5, 10):
+        for beta in (0.1, 0.2, 0.3, 0.4):
+            for temperature in (0.5, 1.0, 2.0, float("inf")):
+                t = "plain mean" if temperature == float("inf") else f"softmax T={temperature}"
+                rankers[f"re-score, fused top-{m}, β={beta}, {t}"] = softmax_rescore(
+                    m, beta, temperature
+                )
+    chosen = "the module end to end: fused top-3, β=0.3, softmax T=1 (proposed)"
+    rankers[chosen] = module_ranker(**CHOSEN)
+    sections[
+        "Vector PRF re-scoring the candidates, fed-back hits weighted by their fused score"
+    ] = measure(labs, rankers)
+    wins = []
+    for lab in labs:
+        delta = per_query(lab, module_ranker(**CHOSEN)(lab)) - per_query(lab, lab.first["fused"])
+        wins.append((lab.name, int((delta > 1e-9).sum()), int((delta < -1e-9).sum()),
+                     float(delta.mean() / (delta.std(ddof=1) / np.sqrt(len(delta))))))  # fmt: skip
+    print("queries better / worse / paired t:", wins)
 
     rankers = dict(default)
     for gamma in (0.1, 0.2, 0.3, 0.5):
@@ -318,37 +514,45 @@ def main() -> None:
 
     if not args.no_bm25_prf:
         rows = measure(labs, dict(default))
+        only = {"bm25 only": [ndcg10(lab, lab.first["bm25"]) for lab in labs]}
         stats = {lab.name: TermStats(lab) for lab in labs}
         for source in ("bm25", "fused"):
             for m in (3, 5, 10):
                 for n_terms, alpha in ((10, 0.3), (10, 0.5), (20, 0.3)):
                     label = f"BM25 PRF, {source} top-{m}, {n_terms} terms, α={alpha}"
-                    cells = []
+                    cells, alone = [], []
                     for lab in labs:
                         bm25, matched = bm25_prf_matrix(
                             lab, stats[lab.name], source, m, n_terms, alpha
                         )
                         lab.prf = (bm25, matched)  # type: ignore[attr-defined]
                         cells.append(ndcg10(lab, fuse(bm25, matched, lab.cosine)))
+                        alone.append(ndcg10(lab, np.where(matched, bm25, -np.inf)))
                     rows[label] = cells
+                    if source == "bm25":
+                        only[f"bm25 mode: {label}"] = alone
                     print(f"{label:<60}" + "".join(f"{c:8.4f}" for c in cells), flush=True)
                     if source == "fused" and n_terms == 10 and alpha == 0.3:
                         both = f"both sides from fused top-{m} (BM25 as above; vector rescan β=0.5)"
                         rows[both] = [
-                            ndcg10(
-                                lab,
-                                fuse(
-                                    *lab.prf,
-                                    rocchio_cosine(lab, top_rows(lab.first["fused"], m), 0.5),
-                                ),
-                            )
+                            ndcg10(lab, fuse(*lab.prf, rocchio_cosine(
+                                lab, top_rows(lab.first["fused"], m), 0.5)))
                             for lab in labs
-                        ]
+                        ]  # fmt: skip
                         print(f"{both:<60}" + "".join(f"{c:8.4f}" for c in rows[both]), flush=True)
         sections["BM25 pseudo-relevance feedback (RM3-style expansion), and both sides"] = rows
+        sections["BM25 mode with BM25 feedback (bm25 list alone)"] = only
+        for label, cells in only.items():
+            print(f"{label:<60}" + "".join(f"{c:8.4f}" for c in cells), flush=True)
 
+    if not args.no_end_to_end:
+        sections["End to end: `ragline eval`'s ranking through SearchEngine with the hook"] = (
+            end_to_end(names, args.eval_root, CHOSEN)
+        )
     costs = hub_costs(args.hub_config) if args.hub_config.is_file() else {}
     print("hub costs (ms):", costs)
+    latency = hub_latency(args.hub_config, CHOSEN) if args.hub_config.is_file() else {}
+    print("hub latency (ms):", latency)
     lines = [
         "nDCG@10 from the engine's lists on the `ragline eval` indexes (benchmarks/"
         "feedback_lab.py; z-score fusion as the engine does it, documents by their best "
@@ -362,6 +566,12 @@ def main() -> None:
     ]
     for title, rows in sections.items():
         lines += table(title, rows, names)
+    lines += [
+        "Proposed (fused top 3, β 0.3, softmax T 1) against the default, per query — "
+        "better / worse / paired t: "
+        + "; ".join(f"{n} {b} / {w} / {t:.2f}" for n, b, w, t in wins) + ".",
+        "",
+    ]  # fmt: skip
     if costs:
         lines += [
             f"Extra query-time cost at {int(costs['chunks'])} chunks (hub index, median ms): "
@@ -371,7 +581,17 @@ def main() -> None:
             f"analysis of 5 hits) {costs['bm25_expanded']:.2f}.",
             "",
         ]
-    save("feedback_lab", {"ndcg@10": sections, "sets": names, "costs_ms": costs},
+    if latency:
+        lines += [
+            f"Hybrid search on the hub index, {latency['queries']} queries, plain and with "
+            f"the proposed hook interleaved in one process: p50 {latency['plain p50']:.2f} / "
+            f"{latency['feedback p50']:.2f} ms, p95 {latency['plain p95']:.2f} / "
+            f"{latency['feedback p95']:.2f} ms, paired median extra "
+            f"{latency['paired median extra']:.2f} ms.",
+            "",
+        ]
+    save("feedback_lab", {"ndcg@10": sections, "sets": names, "costs_ms": costs,
+                          "latency_ms": latency, "per_query": wins},
          "\n".join(lines), "python benchmarks/feedback_lab.py")  # fmt: skip
 
 
