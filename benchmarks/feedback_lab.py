@@ -28,7 +28,7 @@ import re
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -168,9 +168,6 @@ def module_ranker(top: int, weight: float, temperature: float) -> Callable[[LabS
         v_rows = top_rows(lab.cosine, DEPTH)
         n = lab.cosine.shape[1]
 
-        def vectors_of(ids: Sequence[str]) -> np.ndarray:
-            return lab.vectors[[int(i) for i in ids]]
-
         for qi in range(len(queries)):
             b = [int(i) for i in b_rows[qi] if lab.matched[qi, i]]
             bm25 = RankedList("bm25", [str(i) for i in b], [float(lab.bm25[qi, i]) for i in b],
@@ -179,7 +176,7 @@ def module_ranker(top: int, weight: float, temperature: float) -> Callable[[LabS
                                 [float(lab.cosine[qi, i]) for i in v_rows[qi]], 1.0)  # fmt: skip
             lists = [bm25, vector] if b else [vector]
             first = zscore_fusion(lists, settings.top)
-            rescored = rescored_list(vector, first, queries[qi], vectors_of, settings)
+            rescored = rescored_list(vector, lab.vectors[v_rows[qi]], first, queries[qi], settings)
             if rescored is not None:
                 lists[-1] = rescored
             for hit in zscore_fusion(lists):
@@ -363,11 +360,9 @@ def feedback_engine(config_path: Path, settings_kwargs: dict[str, float]):
                 return super()._fuse(lists, limit)
             first = super()._fuse(lists, settings.top)
 
-            def vectors_of(ids: Sequence[str]) -> np.ndarray | None:
-                found = [matrix.positions.get(i) for i in ids]
-                return None if None in found else matrix.vectors[found]
-
-            rescored = rescored_list(vector, first, self.query_vector, vectors_of, settings)
+            # What InMemoryVectors.search would hand over with its ids.
+            candidates = matrix.vectors[[matrix.positions[i] for i in vector.ids]]
+            rescored = rescored_list(vector, candidates, first, self.query_vector, settings)
             if rescored is not None:
                 lists = [*lists[:-1], rescored]
             return super()._fuse(lists, limit)

@@ -39,13 +39,8 @@ def space() -> tuple[np.ndarray, dict[str, np.ndarray]]:
     return embedder.embed_query("apple"), dict(zip(texts, vectors, strict=True))
 
 
-def lookup(vectors: dict[str, np.ndarray]):
-    def vectors_of(ids: Sequence[str]) -> np.ndarray | None:
-        if any(i not in vectors for i in ids):
-            return None
-        return np.stack([vectors[i] for i in ids])
-
-    return vectors_of
+def rows(vectors: dict[str, np.ndarray], ids: Sequence[str]) -> np.ndarray:
+    return np.stack([vectors[i] for i in ids])
 
 
 def vector_list(query: np.ndarray, vectors: dict[str, np.ndarray]) -> RankedList:
@@ -89,7 +84,9 @@ def test_rescored_list_reorders_only_the_candidates(space) -> None:
     query, vectors = space
     before = vector_list(query, vectors)
     fused = [FusedHit("orchard", 3.0, {}), FusedHit("pie", 2.5, {}), FusedHit("iphone", 0.2, {})]
-    strong = rescored_list(before, fused, query, lookup(vectors), FeedbackSettings(weight=1.0))
+    strong = rescored_list(
+        before, rows(vectors, before.ids), fused, query, FeedbackSettings(weight=1.0)
+    )
     assert strong is not None
     assert set(strong.ids) == set(before.ids) and len(strong.ids) == len(before.ids)
     assert list(strong.scores) == sorted(strong.scores, reverse=True)
@@ -97,7 +94,7 @@ def test_rescored_list_reorders_only_the_candidates(space) -> None:
     assert (strong.name, strong.weight, strong.floor, strong.depth) == (
         before.name, before.weight, before.floor, before.depth,
     )  # fmt: skip
-    default = rescored_list(before, fused, query, lookup(vectors), FeedbackSettings())
+    default = rescored_list(before, rows(vectors, before.ids), fused, query, FeedbackSettings())
     assert default is not None
 
     def fruit_rank(ranked: RankedList) -> float:
@@ -111,7 +108,7 @@ def test_rescored_list_fuses_again(space) -> None:
     before = vector_list(query, vectors)
     bm25 = RankedList("bm25", ["pie", "cider"], [7.0, 6.0], 0.3, floor=0.0, depth=6)
     first = zscore_fusion([bm25, before])
-    rescored = rescored_list(before, first, query, lookup(vectors), FeedbackSettings())
+    rescored = rescored_list(before, rows(vectors, before.ids), first, query, FeedbackSettings())
     assert rescored is not None
     second = zscore_fusion([bm25, rescored])
     assert {h.id for h in second} == {h.id for h in first}
@@ -121,13 +118,35 @@ def test_rescored_list_fuses_again(space) -> None:
 def test_nothing_to_feed_back_gives_none(space) -> None:
     query, vectors = space
     before = vector_list(query, vectors)
-    fused = [FusedHit("orchard", 1.0, {})]
+    candidates = rows(vectors, before.ids)
     settings = FeedbackSettings()
-    assert rescored_list(before, [], query, lookup(vectors), settings) is None
-    assert rescored_list(before, fused, query, lambda ids: None, settings) is None
-    assert rescored_list(before, fused, query, lookup(vectors), FeedbackSettings(weight=0)) is None
+    assert rescored_list(before, candidates, [], query, settings) is None
+    only_bm25 = [FusedHit("a chunk only BM25 found", 9.0, {})]
+    assert rescored_list(before, candidates, only_bm25, query, settings) is None
+    fused = [FusedHit("orchard", 1.0, {})]
+    off = FeedbackSettings(weight=0)
+    assert rescored_list(before, candidates, fused, query, off) is None
     empty = RankedList("vector", [], [], 1.0)
-    assert rescored_list(empty, fused, query, lookup(vectors), settings) is None
+    none = np.zeros((0, query.shape[0]), dtype=np.float32)
+    assert rescored_list(empty, none, fused, query, settings) is None
+
+
+def test_only_fused_hits_among_the_candidates_are_fed_back(space) -> None:
+    """A BM25-only hit in the fused top is passed over, not looked up: the result is
+    that of feeding back the candidates among the top alone."""
+    query, vectors = space
+    before = vector_list(query, vectors)
+    candidates = rows(vectors, before.ids)
+    settings = FeedbackSettings(top=2, weight=1.0)
+    mixed = [FusedHit("bm25 only", 5.0, {}), FusedHit("pie", 4.0, {}), FusedHit("iphone", 3.9, {})]
+    alone = [FusedHit("pie", 4.0, {})]
+    got = rescored_list(before, candidates, mixed, query, settings)
+    want = rescored_list(before, candidates, alone, query, settings)
+    assert got is not None and want is not None
+    assert list(got.ids) == list(want.ids) and np.allclose(got.scores, want.scores)
+    assert got.ids[0] == "pie"  # not "iphone": only the first two fused hits count
+    with pytest.raises(ValueError, match="5 candidate vectors for 6 ids"):
+        rescored_list(before, candidates[:5], alone, query, settings)
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ exact scan costs ~2.5 ms at 35k chunks, the re-score ~0.1 ms (docs/benchmarks.md
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,23 +75,30 @@ def feedback_vector(
 
 def rescored_list(
     vector_list: RankedList,
+    candidate_vectors: np.ndarray,
     fused: Sequence[FusedHit],
     query: np.ndarray,
-    vectors_of: Callable[[Sequence[str]], np.ndarray | None],
     settings: FeedbackSettings,
 ) -> RankedList | None:
-    """The vector list's candidates re-scored with the query moved toward the ``top``
-    best of ``fused``, best first; None when there is nothing to feed back or
-    ``vectors_of`` (ids → their unit vectors as rows, or None) cannot give them."""
-    head = list(fused[: settings.top])
-    if not head or not vector_list.ids or settings.weight == 0:
+    """The vector list's candidates re-scored with the query moved toward those of the
+    ``top`` best of ``fused`` that are among them, best first. ``candidate_vectors``: the
+    candidates' unit vectors, rows in the order of ``vector_list.ids`` (a fused hit
+    that only BM25 found is passed over: its vector is not at hand on every path, and
+    a chunk outside the vector list's 200 is far from the query anyway). None when
+    there is nothing to feed back."""
+    if candidate_vectors.shape[0] != len(vector_list.ids):
+        raise ValueError(
+            f"{candidate_vectors.shape[0]} candidate vectors for {len(vector_list.ids)} ids"
+        )
+    if not vector_list.ids or settings.weight == 0:
         return None
-    hit_vectors = vectors_of([hit.id for hit in head])
-    candidates = vectors_of(list(vector_list.ids))
-    if hit_vectors is None or candidates is None:
+    position = {doc_id: i for i, doc_id in reversed(list(enumerate(vector_list.ids)))}
+    head = [(position[h.id], h.score) for h in fused[: settings.top] if h.id in position]
+    if not head:
         return None
-    moved = feedback_vector(query, hit_vectors, [hit.score for hit in head], settings)
-    scores = candidates @ moved
+    rows = [i for i, _ in head]
+    moved = feedback_vector(query, candidate_vectors[rows], [s for _, s in head], settings)
+    scores = candidate_vectors @ moved
     order = np.argsort(-scores, kind="stable")
     return RankedList(
         vector_list.name,
