@@ -1,8 +1,9 @@
 """Query latency on an existing index (built by index_throughput.py).
 
 Warm: 100 queries per mode through one SearchEngine, against the bare components
-(the query embedding alone, LanceDB vector search alone, Tantivy BM25 alone) timed
-in the same run. Cold: `ragline search` in a fresh process, against the same
+of each mode (benchmarks/yardsticks.py: the query embedding, the vector search,
+Tantivy BM25, Tantivy's snippets, without ragline's search layer) timed in the
+same run, in sequence and isolated. Cold: `ragline search` in a fresh process, against the same
 command with the PyTorch query path (`query_backend = "torch"`) and a bare
 `python -c pass`.
 
@@ -23,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.report import SHARED_DATA, save
+from benchmarks.yardsticks import bare_components
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -77,7 +79,6 @@ def main() -> None:
 
     from rag_serving.config import parse_config_file
     from rag_serving.search import SearchEngine
-    from rag_serving.search.filters import SearchFilters
 
     work = Path(tempfile.mkdtemp(prefix="ragline-query-"))
     onnx_config = write_config(work / "onnx.toml", args.data_dir, args.source, args.vault, "onnx")
@@ -101,12 +102,13 @@ def main() -> None:
         warm[mode] = timed(run, queries)
         stages[mode] = split
 
-    # The bare components, same queries, same process.
+    # The bare components, same queries, same process (benchmarks/yardsticks.py),
+    # and LanceDB's own flat search for comparison with the numpy scan.
+    bare = bare_components(engine, queries)
     embedder = engine.embedder
     vectors = {q: embedder.embed_query(q) for q in queries}
-    bare_embed = timed(embedder.embed_query, queries)
     table = engine.store.chunks(engine.generation.table)
-    bare_vector = timed(
+    bare_lancedb = timed(
         lambda q: (
             table.search(vectors[q])
             .distance_type("cosine")
@@ -116,9 +118,7 @@ def main() -> None:
         ),
         queries,
     )
-    bare_bm25 = timed(lambda q: engine.fulltext.search(q, SearchFilters(), 50), queries)
-    # An exact scan of the same vectors held in a numpy matrix (what a warm engine
-    # does below the vector-index threshold), and its recall@10 against LanceDB's.
+    # Recall@10 of the warm vector search against an exact scan of the same vectors.
     import numpy as np
 
     loaded = table.search().select(["chunk_id", "vector"]).limit(None).to_arrow()
@@ -126,16 +126,10 @@ def main() -> None:
     flat = loaded.column("vector").combine_chunks().values.to_numpy(zero_copy_only=False)
     matrix = np.array(flat, dtype=np.float32).reshape(len(ids), -1)
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
-
-    def numpy_top(q: str, k: int = 50) -> list[str]:
-        sims = matrix @ np.asarray(vectors[q], dtype=np.float32)
-        top = np.argpartition(-sims, k)[:k]
-        return [ids[i] for i in top[np.argsort(-sims[top])]]
-
-    bare_numpy = timed(numpy_top, queries)
     recall = []
     for q in queries:
-        exact = set(numpy_top(q, 10))
+        sims = matrix @ np.asarray(vectors[q], dtype=np.float32)
+        exact = {ids[i] for i in np.argpartition(-sims, 10)[:10]}
         got = {h.chunk_id for h in engine.search(q, k=10, mode="vector").hits}
         recall.append(len(exact & got) / 10)
 
@@ -166,12 +160,8 @@ def main() -> None:
         "chunks": engine.store.count(engine.generation.table),
         "queries": len(queries),
         "warm_ms": {mode: stats(v) for mode, v in warm.items()},
-        "bare_ms": {
-            "embed_query": stats(bare_embed),
-            "lancedb_vector_top50": stats(bare_vector),
-            "tantivy_bm25_top50": stats(bare_bm25),
-            "numpy_exact_top50": stats(bare_numpy),
-        },
+        "bare": bare,
+        "lancedb_flat_top50_ms": stats(bare_lancedb),
         "stage_p50_ms": {
             mode: {name: round(statistics.median(v), 2) for name, v in split.items()}
             for mode, split in stages.items()
@@ -183,34 +173,32 @@ def main() -> None:
             "python_startup": round(statistics.median(python_floor), 3),
         },
     }
-    # The bare vector search is the faster of LanceDB's and the numpy scan: a warm
-    # engine uses the numpy one below the vector-index threshold.
-    bare_vector_best = min(percentile(bare_vector, 50), percentile(bare_numpy, 50))
-    bare = {
-        "hybrid": percentile(bare_embed, 50) + bare_vector_best + percentile(bare_bm25, 50),
-        "vector": percentile(bare_embed, 50) + bare_vector_best,
-        "bm25": percentile(bare_bm25, 50),
+    p50 = {mode: percentile(warm[mode], 50) for mode in warm}
+    data["p50_vs_bare_isolated"] = {
+        mode: round(p50[mode] / bare["isolated_sum_p50_ms"][mode], 2) for mode in warm
     }
-    data["p50_vs_bare_components_p50"] = {
-        mode: round(percentile(warm[mode], 50) / bare[mode], 2) for mode in warm
+    data["p50_vs_bare_in_sequence"] = {
+        mode: round(p50[mode] / bare["in_sequence_p50_ms"][mode], 2) for mode in warm
     }
-    data["hybrid_p50_vs_bare_components_p50"] = data["p50_vs_bare_components_p50"]["hybrid"]
+    data["hybrid_p50_vs_bare_in_sequence"] = data["p50_vs_bare_in_sequence"]["hybrid"]
     data["cold_onnx_vs_torch"] = round(
         statistics.median(cold_onnx) / statistics.median(cold_torch), 2
     )
     print(data)
-    w, b, c = data["warm_ms"], data["bare_ms"], data["cold_s"]
+    w, c = data["warm_ms"], data["cold_s"]
+    iso, seq = data["p50_vs_bare_isolated"], data["p50_vs_bare_in_sequence"]
     markdown = "\n".join([
         f"Index: {data['chunks']} chunks. {len(queries)} queries drawn from the corpus (half note titles, half chunk openings), k = 10.",
         "",
-        "| warm, one process | p50 ms | p95 ms | p50 / its bare components' p50 |", "|---|---|---|---|",
-        *(f"| `{mode}` search | {w[mode]['p50']} | {w[mode]['p95']} | **{data['p50_vs_bare_components_p50'][mode]}** |" for mode in w),
-        f"| bare: embed the query (ONNX) | {b['embed_query']['p50']} | {b['embed_query']['p95']} | |",
-        f"| bare: LanceDB cosine top-50 | {b['lancedb_vector_top50']['p50']} | {b['lancedb_vector_top50']['p95']} | |",
-        f"| bare: numpy exact cosine top-50 (vectors in memory) | {b['numpy_exact_top50']['p50']} | {b['numpy_exact_top50']['p95']} | |",
-        f"| bare: Tantivy BM25 top-50 (ragline's query: chunk and document rows) | {b['tantivy_bm25_top50']['p50']} | {b['tantivy_bm25_top50']['p95']} | |",
+        "| warm, one process | p50 ms | p95 ms | its bare components, in sequence / isolated (p50 ms) | p50 ÷ bare in sequence | p50 ÷ bare isolated |",
+        "|---|---|---|---|---|---|",
+        *(f"| `{mode}` search | {w[mode]['p50']} | {w[mode]['p95']} | {bare['in_sequence_p50_ms'][mode]} / {bare['isolated_sum_p50_ms'][mode]} | **{seq[mode]}** | {iso[mode]} |" for mode in w),
         "",
-        "Bare components: hybrid = embed + the faster vector search + BM25; vector = embed + the faster vector search; bm25 = BM25. "
+        "Bare components (benchmarks/yardsticks.py): the same library calls without ragline's search layer, at the depths a search asks for — "
+        + "; ".join(f"`{mode}` = " + " + ".join(names) for mode, names in bare["modes"].items())
+        + ". *In sequence*: one query's components back to back, as a search runs them; *isolated*: each component over all queries before the next (its caches stay warm). "
+        + "Isolated p50 ms: " + ", ".join(f"{name} {ms}" for name, ms in bare["isolated_p50_ms"].items())
+        + f"; LanceDB's own flat top-50 {data['lancedb_flat_top50_ms']['p50']} (the warm engine scans its in-memory copy instead). "
         f"Vector recall@10 against the exact scan: {data['vector_recall_at_10_vs_exact']}.",
         "",
         "Where a warm search's time goes (p50 ms per stage, `SearchResult.timings`, also in `--explain`):",

@@ -6,8 +6,8 @@ then times 100 real question-like queries per mode through one warm
 ``SearchEngine``: first flat (no vector index), then after
 ``ensure_search_indexes`` (scalar indexes and the vector index at the documented
 thresholds). Also recall@10 of the indexed vector search against the exact one,
-index build seconds, and same-run baselines (the query embedding alone, a bare
-LanceDB flat top-10 at 10k) so every number has a ratio.
+index build seconds, and the bare components of each mode as served
+(benchmarks/yardsticks.py) in the same run, so every number has a ratio.
 
 Synthetic data: vectors are mixtures of real all-MiniLM-L6-v2 chunk vectors (from
 the ``ragline eval`` indexes under /tmp/ragline-eval) plus noise, so they keep the
@@ -40,6 +40,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.report import SHARED_DATA, save
+from benchmarks.yardsticks import bare_components
 
 EVAL_ROOT = Path("/tmp/ragline-eval")
 EVAL_SETS = ("scifact", "cranfield", "cisi", "cosqa")
@@ -456,19 +457,6 @@ def recall_at_10(found: list[list[str]], exact: list[list[str]]) -> float:
     )
 
 
-def baselines(engine: Any, queries: list[str], base_table: Any) -> dict[str, Any]:
-    """Same-run yardsticks: the query embedding alone, and a bare LanceDB flat
-    cosine top-10 on the smallest size's table (contention hits them like the
-    searches)."""
-    embed_times, vectors = timed(engine.embedder.embed_query, queries)
-    flat_times, _ = timed(
-        lambda v: base_table.search(v).distance_type("cosine").limit(10)
-        .select(["chunk_id", "_distance"]).to_arrow(),
-        vectors,
-    )  # fmt: skip
-    return {"embed_query": stats(embed_times), "bare_flat_top10_smallest": stats(flat_times)}
-
-
 def warm(engine: Any, queries: list[str]) -> None:
     """One unmeasured hybrid pass over every query: the model, the page cache, the
     Tantivy postings and the index partitions these queries touch are then warm, as
@@ -478,7 +466,7 @@ def warm(engine: Any, queries: list[str]) -> None:
 
 
 def measure_size(
-    root: Path, material: RealMaterial, size: int, queries: list[str], base_table: Any | None
+    root: Path, material: RealMaterial, size: int, queries: list[str]
 ) -> tuple[dict[str, Any], Any]:
     """Build, then measure flat and indexed; returns the results and the chunks table."""
     from rag_serving.config import parse_config_file
@@ -494,10 +482,8 @@ def measure_size(
     engine = SearchEngine(parse_config_file(write_config(data_dir)))
     provide_query_encoder(engine)
     table = engine.store.chunks(engine.generation.table)
-    base = base_table if base_table is not None else table
     warm(engine, queries)
     result: dict[str, Any] = {"chunks": size, "build": build}
-    result["baseline_before"] = baselines(engine, queries, base)
     result["flat"], flat_ids = measure_modes(engine, queries)
     print(f"[{size}] flat: {result['flat']}", flush=True)
 
@@ -524,7 +510,20 @@ def measure_size(
                 ),
             }
         print(f"[{size}] indexed: {result['indexed']} {result.get('recall_at_10')}", flush=True)
-    result["baseline_after"] = baselines(engine, queries, base)
+    # The bare components of the searches as served (indexed when the size has an
+    # index, else flat), same queries, same warm process.
+    result["bare"] = bare_components(engine, queries)
+    served = result.get("indexed") or result["flat"]
+    result["p50_vs_bare"] = {
+        mode: {
+            "in_sequence": round(
+                served[mode]["p50"] / result["bare"]["in_sequence_p50_ms"][mode], 2
+            ),
+            "isolated": round(served[mode]["p50"] / result["bare"]["isolated_sum_p50_ms"][mode], 2),
+        }
+        for mode in ("hybrid", "vector", "bm25")
+    }
+    print(f"[{size}] bare: {result['bare']} {result['p50_vs_bare']}", flush=True)
     return result, table
 
 
@@ -561,19 +560,32 @@ def markdown(results: list[dict[str, Any]], queries: int) -> str:
                     build,
                 ]
             lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "Same-run yardsticks (p50 ms, measured before / after each size's searches):", ""]
+    lines += [
+        "",
+        "Searches as served (indexed where the size has an index) against their bare "
+        "components in the same run (benchmarks/yardsticks.py: the same library calls "
+        "without ragline's search layer, at the depths a search asks for; *in sequence*: "
+        "one query's components back to back; *isolated*: each over all queries first):",
+        "",
+        "| chunks | mode | p50 ms | bare in sequence / isolated p50 ms | p50 ÷ bare in sequence "
+        "| p50 ÷ bare isolated |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in results:
-        b0, b1 = r["baseline_before"], r["baseline_after"]
-        bare = (b0["bare_flat_top10_smallest"]["p50"] + b1["bare_flat_top10_smallest"]["p50"]) / 2
-        embed = (b0["embed_query"]["p50"] + b1["embed_query"]["p50"]) / 2
-        hybrid = r["flat"]["hybrid"]["p50"], (r.get("indexed") or r["flat"])["hybrid"]["p50"]
-        vector = r["flat"]["vector"]["p50"], (r.get("indexed") or r["flat"])["vector"]["p50"]
+        served, bare = r.get("indexed") or r["flat"], r["bare"]
+        for i, mode in enumerate(("hybrid", "vector", "bm25")):
+            ratio = r["p50_vs_bare"][mode]
+            lines.append(f"| {r['chunks']:,} |" if i == 0 else "| |")
+            lines[-1] += (
+                f" `{mode}` | {served[mode]['p50']} | {bare['in_sequence_p50_ms'][mode]} / "
+                f"{bare['isolated_sum_p50_ms'][mode]} | **{ratio['in_sequence']}** | "
+                f"{ratio['isolated']} |"
+            )
+    lines += ["", "Bare components, isolated p50 ms, and the synthetic index builds:", ""]
+    for r in results:
+        parts = ", ".join(f"{name} {ms}" for name, ms in r["bare"]["isolated_p50_ms"].items())
         lines.append(
-            f"- {r['chunks']:,} chunks: query embedding alone {embed:.1f}, bare LanceDB flat "
-            f"top-10 on the {results[0]['chunks']:,}-chunk table {bare:.1f}. Vector search ÷ that bare search: flat "
-            f"{vector[0] / bare:.1f}, indexed {vector[1] / bare:.1f}; hybrid ÷ query "
-            f"embedding: flat {hybrid[0] / embed:.1f}, indexed {hybrid[1] / embed:.1f}. "
-            f"Build of the synthetic index: {r['build']['total_s']} s "
+            f"- {r['chunks']:,} chunks: {parts}. Build: {r['build']['total_s']} s "
             f"(generate {r['build']['generate_s']}, LanceDB {r['build']['lancedb_write_s']}, "
             f"Tantivy {r['build']['tantivy_s']}, compact {r['build']['compact_s']})."
         )
@@ -596,10 +608,9 @@ def main() -> None:
     material = load_real()
     queries = real_queries(args.queries)
     print(f"real material: {len(material.vectors)} vectors, {len(material.vocabulary)} words")
-    results, base_table = [], None
+    results = []
     for size in sorted(sizes):
-        result, table = measure_size(args.data_root, material, size, queries, base_table)
-        base_table = base_table if base_table is not None else table
+        result, _table = measure_size(args.data_root, material, size, queries)
         results.append(result)
     data = {"sizes": sizes, "queries": len(queries), "total_s": 0.0, "results": results}
     data["total_s"] = round(time.perf_counter() - started, 1)
