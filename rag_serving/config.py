@@ -873,10 +873,23 @@ def _resolve_paths(config: RaglineConfig, path: Path) -> RaglineConfig:
         update={
             "data_dir": _absolute(data_dir, base),
             "embedder": embedder,
+            "search": _resolve_rerank_model(config.search, base),
             "sources": sources,
             "config_path": path,
         }
     )
+
+
+def _resolve_rerank_model(search: SearchConfig, base: Path) -> SearchConfig:
+    """A cross-encoder's model folder, like every path in the file, relative to it."""
+    rerank = search.rerank
+    if rerank.provider != "cross-encoder" or not rerank.model:
+        return search
+    model = Path(rerank.model).expanduser()
+    if not (rerank.model.startswith(("~", ".")) or model.is_absolute() or (base / model).is_dir()):
+        return search  # a name, not a folder: the reranker says it is not found
+    resolved = rerank.model_copy(update={"model": str(_absolute(model, base))})
+    return search.model_copy(update={"rerank": resolved})
 
 
 def _resolve_source_paths(source: FileSourceConfig, base: Path) -> FileSourceConfig:

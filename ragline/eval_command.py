@@ -136,6 +136,15 @@ def _toml_value(value: Any) -> str:
     raise TypeError(f"cannot write {type(value).__name__} to TOML")
 
 
+def with_rerank(config: RaglineConfig, rerank: bool | None) -> RaglineConfig:
+    """``config`` with reranking turned on or off (as it is for None)."""
+    if rerank is None:
+        return config
+    settings = config.search.rerank.model_copy(update={"enabled": rerank})
+    search = config.search.model_copy(update={"rerank": settings})
+    return config.model_copy(update={"search": search})
+
+
 def index_settings(base: RaglineConfig | None) -> dict[str, dict[str, Any]]:
     """The settings that shape the index (embedder, chunking): the given config's,
     or the defaults when no config was given."""
@@ -596,6 +605,10 @@ def register(cli: click.Group, handle_errors: Callable[..., Any], pass_context: 
         "--limit-queries", type=click.IntRange(min=1),
         help="Evaluate only the first N judged queries.",
     )  # fmt: skip
+    @click.option(
+        "--rerank/--no-rerank", default=None,
+        help="Rerank every query with [search.rerank] of the config (default: its `enabled`).",
+    )  # fmt: skip
     @pass_context
     @handle_errors
     def eval_command(
@@ -611,6 +624,7 @@ def register(cli: click.Group, handle_errors: Callable[..., Any], pass_context: 
         as_json: bool,
         data_dir: Path | None,
         limit_queries: int | None,
+        rerank: bool | None,
     ) -> None:
         """Measure retrieval quality on a BEIR-layout DATASET_DIR (nDCG, recall, MRR),
         or with --self on your own index (MRR@10, hit@10, and the change since the
@@ -629,7 +643,8 @@ def register(cli: click.Group, handle_errors: Callable[..., Any], pass_context: 
                 if given is not None:
                     raise click.UsageError(f"{name} is for a dataset; not with --self")
             chosen = parse_modes(modes, MODES if mode in (None, "all") else [mode])
-            run_self_eval(ctx.config, targets, chosen, limit, rebuild_queries, as_json)
+            config = with_rerank(ctx.config, rerank)
+            run_self_eval(config, targets, chosen, limit, rebuild_queries, as_json)
             return
         if len(targets) != 1:
             raise click.UsageError(
@@ -639,4 +654,6 @@ def register(cli: click.Group, handle_errors: Callable[..., Any], pass_context: 
             raise click.UsageError("--limit and --rebuild-queries go with --self")
         modes_list = parse_modes(modes, MODES if mode == "all" else [mode or "hybrid"])
         base = ctx.config if ctx.config_path else None
+        if rerank is not None:
+            base = with_rerank(base or RaglineConfig(), rerank)
         run_eval(Path(targets[0]), split, modes_list, k, as_json, data_dir, limit_queries, base)

@@ -28,6 +28,7 @@ from mcp import Client
 
 from rag_serving.config import RaglineConfig, RerankConfig, parse_config_file
 from rag_serving.errors import ConfigError
+from rag_serving.evaluation.self_eval import HISTORY_FILE
 from rag_serving.index.store import sql_in
 from rag_serving.mcp import build_server
 from rag_serving.search import SearchEngine
@@ -458,3 +459,49 @@ def test_yes_probability_reads_ollamas_logprobs() -> None:
     assert yes_probability([{**entry("no", 0.9), "top_logprobs": []}]) == 0.0
     assert yes_probability([{**entry("maybe", 0.9), "top_logprobs": [entry("maybe", 0.9)]}]) is None
     assert yes_probability([]) is None and yes_probability(None) is None
+
+
+# ---- the model folder relative to the config, and `ragline eval --rerank` ----------------
+
+
+def test_relative_model_folder_and_eval_rerank_flag(
+    sample_index: RaglineConfig,
+    sample_vault: Path,
+    cross_encoder_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import shutil
+
+    import tomli_w
+
+    # A copy of the index (eval --self writes beside it), its config naming the model
+    # folder relative to the config file, read from another working directory.
+    shutil.copytree(sample_vault, tmp_path / "vault")
+    shutil.copytree(sample_index.data_dir, tmp_path / "data")
+    shutil.copytree(cross_encoder_dir, tmp_path / "models" / "ce")
+    text = Path(sample_index.config_path or "").read_text()
+    text = text.replace(str(sample_index.data_dir), str(tmp_path / "data"))
+    text = text.replace(str(sample_vault), str(tmp_path / "vault"))
+    table = {"search": {"rerank": {"model": "models/ce", "top_n": TOP_N}}}
+    (tmp_path / "ragline.toml").write_text(text + "\n" + tomli_w.dumps(table))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    config = parse_config_file(tmp_path / "ragline.toml")
+    assert config.search.rerank.model == str(tmp_path / "models" / "ce")
+    assert "rerank" in SearchEngine(config).search(QUERY, k=6, rerank=True).timings
+
+    def evaluate(*flags: str) -> dict[str, Any]:
+        args = ["--config", str(tmp_path / "ragline.toml"), "eval", "--self", "--json"]
+        result = CliRunner().invoke(cli, [*args, "--modes", "hybrid", "--limit", "3", *flags])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    evaluate()  # reranking off, as configured
+    reranked = evaluate("--rerank")
+    assert "search.rerank.enabled: False → True" in reranked["previous"]["settings_changed"]
+    history = (tmp_path / "data" / "eval" / HISTORY_FILE).read_text().splitlines()
+    assert json.loads(history[-1])["settings"]["search"]["rerank"]["enabled"] is True
+    plain = evaluate("--no-rerank")
+    assert "search.rerank.enabled: True → False" in plain["previous"]["settings_changed"]
