@@ -74,3 +74,33 @@ def test_a_warm_engine_sees_a_later_run(tmp_path: Path, sample_vault: Path) -> N
     # A file changed after the run: the warm engine flags it as a cold one does.
     (vault / "Zeppelin.md").write_text("# Zeppelin\n\nChanged since it was indexed.\n")
     assert warm.search("quokka zeppelin", k=1).hits[0].stale == "modified"
+
+
+def test_rows_by_offset_when_the_vectors_are_not_held(
+    tmp_path: Path, sample_vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above the in-memory size (lowered here to 0 rows) a warm engine takes its hits'
+    rows by offset; they match a cold engine's, and after a run that deletes notes
+    (every later row's offset moves) they still come back right."""
+    from rag_serving.search import vectors
+
+    monkeypatch.setattr(vectors, "MAX_ROWS", 0)
+    vault = tmp_path / "vault"
+    shutil.copytree(sample_vault / "journal", vault)
+    config_path = write_config(tmp_path, [{"name": "j", "kind": "markdown", "path": str(vault)}])
+    config = build_index(config_path)
+    warm = SearchEngine(config, read_consistency_s=0)
+    for query in QUERIES:
+        warm.search(query)
+    assert warm._memory._matrix is None and warm._locator._key is not None
+    for mode in ("hybrid", "vector", "bm25"):
+        for query in QUERIES:
+            assert _answer(warm, query, mode) == _answer(SearchEngine(config), query, mode)
+    notes = sorted(vault.glob("*.md"))
+    for note in notes[: len(notes) // 2]:
+        note.unlink()
+    build_index(config_path)
+    fresh = SearchEngine(parse_config_file(config_path))
+    for query in QUERIES:
+        assert _answer(warm, query, "bm25") == _answer(fresh, query, "bm25")
+        assert _answer(warm, query, "hybrid") == _answer(fresh, query, "hybrid")

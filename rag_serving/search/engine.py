@@ -42,6 +42,7 @@ from rag_serving.search.fusion import (
     zscore_fusion,
 )
 from rag_serving.search.rerank import Reranker, create_reranker
+from rag_serving.search.rows import RowLocator
 from rag_serving.search.vectors import InMemoryVectors
 from rag_serving.search.weights import list_weights
 from rag_serving.status import scanned_after
@@ -180,6 +181,7 @@ class SearchEngine:
         # table without a vector index in memory (rag_serving/search/vectors.py).
         self._searches = 0
         self._memory = InMemoryVectors(_HIT_COLUMNS)
+        self._locator = RowLocator(_HIT_COLUMNS)
         self._tables: dict[str, tuple[int, dict[str, dict]]] = {}
         self._reranker: Reranker | None = None
         self._open_manifest()
@@ -531,13 +533,18 @@ class SearchEngine:
         self, chunk_ids: list[str], limit: int | None = None
     ) -> dict[str, dict[str, Any]]:
         """The served rows of ``chunk_ids`` (at least the first ``limit`` served):
-        from the warm in-memory copy when it holds the table's current version
-        (~0.1 ms), else by a filtered read (a scan below the BTREE threshold, ~4-20 ms)."""
+        warm, from the in-memory copy when it holds the table's current version
+        (~0.1 ms) or by offset (~1.5 ms at 100k chunks); else by a filtered read (a
+        scan below the BTREE threshold, ~4-20 ms)."""
         assert self.generation is not None
         if self.warm:
+            table = self.generation.table
             with self._lock:
-                version = self._version(self.generation.table)
+                version = self._version(table)
                 rows = self._memory.rows(chunk_ids, version, limit)
+                if rows is None:  # the vectors are not held: take the rows by offset
+                    chunks = self.store.chunks(table)
+                    rows = self._locator.rows(chunks, table, version, chunk_ids, limit)
             if rows is not None:
                 return rows
         table = self.store.read(
