@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.report import SHARED_DATA, save
-from benchmarks.yardsticks import bare_components
+from benchmarks.yardsticks import bare_components, timed
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -57,15 +57,6 @@ def sample_queries(store, table: str, count: int) -> list[str]:
         if len(queries) >= count:
             break
     return queries[:count]
-
-
-def timed(fn, items):
-    out = []
-    for item in items:
-        started = time.perf_counter()
-        fn(item)
-        out.append((time.perf_counter() - started) * 1000)
-    return out
 
 
 def main() -> None:

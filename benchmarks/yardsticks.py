@@ -102,11 +102,11 @@ def bare_components(engine: Any, queries: list[str], k: int = 10) -> dict[str, A
         "vector": ["embed", f"vector top-{served}", f"snippets of {k} hits"],
         "bm25": [f"bm25 top-{served}", f"snippets of {k} hits"],
     }
-    isolated = {name: _p50(_timed(fn, queries)) for name, fn in components.items()}
+    isolated = {name: _p50(timed(fn, queries)) for name, fn in components.items()}
     in_sequence: dict[str, float] = {}
     for mode, names in modes.items():
         steps = [components[name] for name in names]
-        in_sequence[mode] = _p50(_timed(lambda q, steps=steps: [s(q) for s in steps], queries))
+        in_sequence[mode] = _p50(timed(lambda q, steps=steps: [s(q) for s in steps], queries))
     return {
         "isolated_p50_ms": isolated,
         "modes": {mode: names for mode, names in modes.items()},
@@ -117,7 +117,8 @@ def bare_components(engine: Any, queries: list[str], k: int = 10) -> dict[str, A
     }
 
 
-def _timed(fn: Component, queries: list[str]) -> list[float]:
+def timed(fn: Component, queries: list[str]) -> list[float]:
+    """Milliseconds per call of ``fn`` on each query."""
     out = []
     for query in queries:
         started = time.perf_counter()
