@@ -48,7 +48,19 @@ class Vault:
         """One watch run for ``paths`` (as the events name them); its metadata."""
         run = self.watcher.index(SOURCE, list(paths), time.monotonic())
         assert run.outcome.success, run.outcome.error
+        self.last_run_id = run.outcome.run_id
         return run.outcome.metadata
+
+    def checks(self) -> dict[str, tuple[bool, dict]]:
+        """The last run's asset checks: name → (passed, metadata)."""
+        found = {}
+        for entry in self.watcher.indexer.instance.all_logs(self.last_run_id):
+            event = entry.dagster_event
+            if event is not None and event.event_type_value == "ASSET_CHECK_EVALUATION":
+                data = event.event_specific_data
+                metadata = {k: getattr(v, "value", v) for k, v in data.metadata.items()}
+                found[data.check_name] = (data.passed, metadata)
+        return found
 
     def whole(self) -> dict:
         """A watch run without changed paths (catch-up, fallback): the whole source."""
@@ -120,6 +132,13 @@ def test_edit_create_delete_and_renames_match_a_full_run(vault: Vault) -> None:
     assert metadata["raw_files"]["changed"] == 1
     assert metadata["raw_files"]["scope"] == "1 item(s) at the changed paths"
     assert metadata["embeddings"]["embedded"] >= 1
+    # The blocking integrity checks ran on the run's own documents.
+    checked = vault.checks()
+    for name in ("tantivy_matches_lancedb", "chunks_have_documents",
+                 "vectors_have_recorded_dimension"):  # fmt: skip
+        passed, values = checked[name]
+        assert passed and values["checked_documents"] == 1, (name, values)
+    assert checked["tantivy_matches_lancedb"][1]["lancedb_chunks"] >= 1
     _no_work_left(vault)
 
     created = root / "ideas" / "New idea.md"

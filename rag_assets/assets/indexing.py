@@ -5,6 +5,7 @@ import json
 import warnings
 from pathlib import Path
 
+import pyarrow as pa
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
@@ -240,9 +241,8 @@ def embeddings(
     source = _configured_source(context, settings.load())
     _start_step(context)
     store, model = index_store.store(), embedder.embedder()
-    result = embed_source(
-        store, source, model, full=is_full_rebuild(context), only=run_scope(context)
-    )
+    only = run_scope(context)
+    result = embed_source(store, source, model, full=is_full_rebuild(context), only=only)
     generation = target_generation(store, model)
     # Scalar and vector indexes once the table is large enough; never fails the run.
     # They cover the whole table (every source), so they go to the log, not to this
@@ -256,11 +256,14 @@ def embeddings(
     if indexes["actions"] != "none":
         context.log.info(f"search indexes of all sources: {indexes['actions']}")
     result.extra.pop("generation", None)
-    outcomes = [
-        checks.chunks_have_documents(store, generation, source.name),
-        checks.vectors_have_recorded_dimension(store, generation, source.name),
-        checks.one_embedder_fingerprint(store, model.fingerprint),
-    ]
+    if only is None:
+        outcomes = [
+            checks.chunks_have_documents(store, generation, source.name),
+            checks.vectors_have_recorded_dimension(store, generation, source.name),
+        ]
+    else:
+        outcomes = _scoped_embedding_checks(store, generation, source, only)
+    outcomes.append(checks.one_embedder_fingerprint(store, model.fingerprint))
     return materialize_result(
         result, [_check_result(o) for o in outcomes],
         extra={**_source_metadata(source), "embedder": model.fingerprint.describe()},
@@ -326,3 +329,37 @@ def _scoped_fulltext_check(
             "checked_documents": len(only),
         },
     )
+
+
+def _scoped_embedding_checks(
+    store: IndexStore, generation: Generation, source: FileSourceConfig, only: set[str]
+) -> list[checks.CheckOutcome]:
+    """``chunks_have_documents`` and ``vectors_have_recorded_dimension`` for the
+    documents a watch run touched (every full run checks the whole source)."""
+    scope = f"source = {sql_string(source.name)} AND {sql_in('doc_id', sorted(only))}"
+    what = f"the {len(only)} document(s) of this watch run"
+    expected = generation.fingerprint.dimension
+    orphans: set[str] = set()
+    nulls, actual = 0, expected
+    if store.table_exists(generation.table):
+        served = store.read(generation.table, where=scope, columns=["doc_id"]).column("doc_id")
+        docs = store.read("documents", where=scope, columns=["doc_id"]).column("doc_id")
+        orphans = set(served.to_pylist()) - set(docs.to_pylist())
+        table = store.table(generation.table)
+        vector_type = table.schema.field("vector").type
+        actual = vector_type.list_size if pa.types.is_fixed_size_list(vector_type) else -1
+        nulls = table.count_rows(f"{scope} AND vector IS NULL")
+    return [
+        checks.CheckOutcome(
+            checks.CHUNKS_HAVE_DOCUMENTS, not orphans,
+            f"every chunk of {what} has its document" if not orphans
+            else f"{len(orphans)} documents missing",
+            {"orphan_documents": len(orphans), "checked_documents": len(only)},
+        ),
+        checks.CheckOutcome(
+            checks.VECTORS_HAVE_RECORDED_DIMENSION, actual == expected and nulls == 0,
+            f"vectors of {what} have {actual} dimensions (recorded {expected}); {nulls} missing",
+            {"dimension": actual, "recorded_dimension": expected, "missing_vectors": nulls,
+             "checked_documents": len(only)},
+        ),
+    ]  # fmt: skip
