@@ -54,7 +54,9 @@ def print_run(run: WatchRun) -> None:
         return
     files = o.metadata.get("raw_files", {})
     emb = o.metadata.get("embeddings", {})
-    why = f"{run.changed_paths} path(s) changed" if run.changed_paths else "catching up"
+    why = f"{run.changed_paths} path(s) changed" if run.changed_paths else "whole source"
+    if run.changed_paths and run.whole:
+        why += ", whole source"
     console.print(
         f"[green]✓[/] {o.source} ({why}): {files.get('new', 0)} new, "
         f"{files.get('changed', 0)} changed, {files.get('deleted', 0)} deleted; "

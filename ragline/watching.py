@@ -45,6 +45,10 @@ DEBOUNCE_MS = 1000
 WATCH_TAG = "ragline/changed"  # how many paths the events of a watch run named
 CHANGED_PATHS_TAG = "ragline/changed_paths"  # rag_assets.assets.indexing (Dagster: lazy)
 MAX_CHANGED_PATHS = 100  # more in one batch: the run reconciles the whole source
+# Quiet batches (each RUST_TIMEOUT_MS without an event) before the watcher lists a
+# source to record its signal: a save right after a run is not held up by the listing.
+QUIET_BATCHES = 4
+RUST_TIMEOUT_MS = 500
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,7 @@ class WatchRun:
     outcome: SourceRunOutcome
     changed_paths: int
     waited_s: float  # from the batch of events to the run's start (runs of other sources)
+    whole: bool = False  # the run reconciled the whole source (not only the changed paths)
 
 
 def watched_sources(
@@ -117,6 +122,7 @@ class SourceWatcher:
         self._dirty: set[str] = set()  # changed-path runs since the signal was recorded
         self._candidates: dict[str, str] = {}  # signals listed at a quiet moment
         self._store = None
+        self._quiet = 0  # batches without events in a row
 
     def touched(self, paths: Iterable[str]) -> dict[str, int]:
         """Sources whose items the event ``paths`` may change → how many paths each."""
@@ -155,19 +161,21 @@ class SourceWatcher:
             self._failed.discard(name)
             if not whole:
                 self._dirty.add(name)
-        return WatchRun(outcome, len(paths), waited)
+        return WatchRun(outcome, len(paths), waited, whole)
 
-    def settle(self, touched: Iterable[str]) -> list[str]:
+    def settle(self, touched: Iterable[str], quiet: int = QUIET_BATCHES) -> list[str]:
         """Between batches: record the signals listed at the last quiet moment for the
-        sources this batch does not touch (an event while listing: not recorded); on
-        a quiet moment, list the sources that changed-path runs left, and return those
-        whose listing differs from the index (events were missed: run them whole)."""
+        sources this batch does not touch (an event while listing: not recorded); after
+        ``quiet`` batches without events, list the sources that changed-path runs
+        left, and return those whose listing differs from the index (events were
+        missed: the caller runs them whole)."""
         touched = set(touched)
         for name, fingerprint in self._candidates.items():
             if name not in touched:
                 self._write_signal(name, fingerprint)
         self._candidates.clear()
-        if touched:
+        self._quiet = 0 if touched else self._quiet + 1
+        if self._quiet < quiet:
             return []
         from rag_assets.sources import source_kind
         from rag_assets.stages.scan import listing_is_indexed
@@ -229,7 +237,7 @@ class SourceWatcher:
             step=self.step_ms,
             debounce=self.debounce_ms,
             stop_event=stop,
-            rust_timeout=500,
+            rust_timeout=RUST_TIMEOUT_MS,
             yield_on_timeout=True,
             raise_interrupt=False,
             ignore_permission_denied=True,

@@ -245,16 +245,16 @@ def test_missed_events_are_found_when_quiet_and_the_signal_recorded(vault: Vault
     # and the watch loop runs the whole source.
     missed = vault.root / "Kubernetes.md"
     missed.write_text(missed.read_text(encoding="utf-8") + "\n\nzqmissed\n")
-    assert watcher.settle(()) == [SOURCE]
+    assert watcher.settle((), quiet=1) == [SOURCE]
     assert vault.whole()["raw_files"]["changed"] == 1
     assert signal_file.exists()  # recorded before a whole-source run, as before
     # Quiet and indexed: listed once, recorded when the next batch does not touch it.
     signal_file.unlink()
     note.write_text(note.read_text(encoding="utf-8") + "\n\nzqagain\n")
     vault.run(note)
-    assert watcher.settle(()) == []
+    assert watcher.settle((), quiet=1) == []
     assert not signal_file.exists()
-    watcher.settle(())
+    watcher.settle((), quiet=1)
     kind = source_kind(vault.config.source(SOURCE), vault.config.data_dir)
     expected = f"{kind.change_signal()}-{settings_fingerprint(vault.config)}"
     assert json.loads(signal_file.read_text())["fingerprint"] == expected
@@ -262,7 +262,7 @@ def test_missed_events_are_found_when_quiet_and_the_signal_recorded(vault: Vault
     signal_file.unlink()
     note.write_text(note.read_text(encoding="utf-8") + "\n\nzqthird\n")
     vault.run(note)
-    assert watcher.settle(()) == []
-    assert watcher.settle({SOURCE}) == []
+    assert watcher.settle((), quiet=1) == []
+    assert watcher.settle({SOURCE}, quiet=1) == []
     assert not signal_file.exists()
     _no_work_left(vault)
