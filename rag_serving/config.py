@@ -125,6 +125,17 @@ class RerankConfig(_Strict):
     timeout_s: float = Field(default=30.0, gt=0)
 
 
+class FeedbackConfig(_Strict):
+    """Query-vector feedback in hybrid search (rag_serving/search/feedback.py): the
+    query vector moves toward its ``top`` best fused hits (``weight``: how far), the
+    vector list's candidates are re-scored with it and the lists fused again."""
+
+    enabled: bool = True
+    top: int = Field(default=3, ge=1, le=50)
+    weight: float = Field(default=0.3, ge=0, le=10)
+    temperature: float = Field(default=1.0, gt=0, le=100)
+
+
 class SearchConfig(_Strict):
     """Defaults for ``hybrid_search`` and the CLI."""
 
@@ -135,6 +146,7 @@ class SearchConfig(_Strict):
     candidates: int = Field(default=200, ge=1, le=10000)
     weights: SearchWeights = SearchWeights()
     rerank: RerankConfig = RerankConfig()
+    feedback: FeedbackConfig = FeedbackConfig()
 
 
 def _close(name: str, candidates: Iterable[str], limit: int = 3) -> str:

@@ -169,3 +169,47 @@ def test_mismatched_shapes_are_refused(space) -> None:
         feedback_vector(query[:10], np.stack([vectors["pie"]]), [1.0], FeedbackSettings())
     with pytest.raises(ValueError, match="1 hit vectors but 2 scores"):
         feedback_vector(query, np.stack([vectors["pie"]]), [1.0, 2.0], FeedbackSettings())
+
+
+# ---- in the engine, on the real sample index ------------------------------------------
+
+
+def _with_feedback(config, **settings):  # type: ignore[no-untyped-def]
+    feedback = config.search.feedback.model_copy(update=settings)
+    search = config.search.model_copy(update={"feedback": feedback})
+    return config.model_copy(update={"search": search})
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_hybrid_search_re_scores_its_vector_candidates(sample_index, warm: bool) -> None:  # type: ignore[no-untyped-def]
+    """Hybrid search (cold: LanceDB's vectors; warm: the in-memory ones) re-scores the
+    vector list's candidates with the moved query: a `feedback` stage, vector scores
+    that are no longer the plain cosines, and no chunk that was not a candidate;
+    `enabled = false` and `weight = 0` give plain hybrid search."""
+    from rag_serving.search import SearchEngine
+
+    on = SearchEngine(sample_index)
+    off = SearchEngine(_with_feedback(sample_index, enabled=False))
+    zero = SearchEngine(_with_feedback(sample_index, weight=0.0))
+    queries = ["tomato seedlings", "how to plan a trip", "meeting notes", "garden"]
+    if warm:
+        for engine in (on, off, zero):
+            for query in queries:
+                engine.search(query)
+    moved = 0
+    for query in queries:
+        result = on.search(query, k=10)
+        assert "feedback" in result.timings
+        plain = off.search(query, k=10)
+        assert "feedback" not in plain.timings
+        assert [h.chunk_id for h in zero.search(query, k=10).hits] == [
+            h.chunk_id for h in plain.hits
+        ]
+        cosine = {h.chunk_id: h.score for h in off.search(query, k=200, mode="vector").hits}
+        for hit in result.hits:
+            if "vector" in hit.explain:
+                assert hit.chunk_id in cosine  # re-scored, never added
+                moved += abs(hit.explain["vector"]["score"] - cosine[hit.chunk_id]) > 1e-4
+        for mode in ("vector", "bm25"):
+            assert "feedback" not in on.search(query, k=5, mode=mode).timings
+    assert moved > 0

@@ -26,6 +26,7 @@ from rag_serving.index.fulltext import Bm25Hit, FulltextIndex
 from rag_serving.index.layout import IndexLayout
 from rag_serving.index.manifest import Generation, IndexManifest, read_manifest
 from rag_serving.index.store import IndexStore, sql_in, sql_string
+from rag_serving.search.feedback import FeedbackSettings, rescored_list
 from rag_serving.search.filters import (
     IndexVocabulary,
     SearchFilters,
@@ -352,9 +353,13 @@ class SearchEngine:
                     depth=min(depth, self.fulltext.num_docs()),
                 )
             )
+        feedback = mode == "hybrid" and settings.feedback.enabled and settings.feedback.weight > 0
         if mode in ("hybrid", "vector"):
-            ids, sims = self._vector_search(query, filters, depth, timer)
-            lists.append(RankedList("vector", ids, sims, vector_weight))
+            found = self._vector_search(query, filters, depth, timer, with_vectors=feedback)
+            lists.append(RankedList("vector", found.ids, found.sims, vector_weight))
+            if feedback and len(lists) == 2:
+                with timer.stage("feedback"):
+                    lists = self._with_feedback(lists, found)
         with timer.stage("fuse"):
             fused = self._fuse(lists, served) if mode == "hybrid" else single_list(lists[0])
         reranked: dict[str, dict[str, float]] = {}
@@ -426,12 +431,18 @@ class SearchEngine:
         return reciprocal_rank_fusion(lists, k=settings.rrf_k, limit=limit)
 
     def _vector_search(
-        self, query: str, filters: SearchFilters, depth: int, timer: StageTimer | None = None
-    ) -> tuple[list[str], list[float]]:
+        self,
+        query: str,
+        filters: SearchFilters,
+        depth: int,
+        timer: StageTimer | None = None,
+        with_vectors: bool = False,
+    ) -> VectorHits:
+        """The top ``depth`` chunks by cosine; ``with_vectors``: their unit vectors too."""
         assert self.generation is not None
         timer = timer or StageTimer()
         if not self.store.table_exists(self.generation.table):
-            return [], []
+            return VectorHits([], [], None, None)
         with timer.stage("embed"):
             vector = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
         expected = self.generation.fingerprint.dimension
@@ -446,16 +457,33 @@ class SearchEngine:
                 with self._lock:
                     table, version = self.generation.table, self._version(self.generation.table)
                     if self._memory.usable(chunks, table, version):
-                        return self._memory.search(vector, depth, filters.sources, filters.kinds)
+                        ids, sims = self._memory.search(
+                            vector, depth, filters.sources, filters.kinds
+                        )
+                        held = self._memory.vectors(ids) if with_vectors else None
+                        return VectorHits(ids, sims, vector, held)
             search = chunks.search(vector).distance_type("cosine")
             where = filters.to_sql()
             if where:
                 search = search.where(where, prefilter=True)
             search = self._with_index_params(search, chunks, filtered=bool(where))
-            table = search.select(["chunk_id", "_distance"]).limit(depth).to_arrow()
-        ids = table.column("chunk_id").to_pylist()
-        sims = [1.0 - float(d) for d in table.column("_distance").to_pylist()]
-        return ids, sims
+            columns = ["chunk_id", "_distance", *(["vector"] if with_vectors else [])]
+            found = search.select(columns).limit(depth).to_arrow()
+        ids = found.column("chunk_id").to_pylist()
+        sims = [1.0 - float(d) for d in found.column("_distance").to_pylist()]
+        vectors = _unit_rows(found.column("vector"), expected) if with_vectors else None
+        return VectorHits(ids, sims, vector, vectors)
+
+    def _with_feedback(self, lists: list[RankedList], hits: VectorHits) -> list[RankedList]:
+        """The vector list re-scored with the query moved toward the best fused hits
+        (rag_serving/search/feedback.py), beside the other lists."""
+        configured = self.config.search.feedback
+        if hits.query is None or hits.vectors is None or len(hits.vectors) != len(hits.ids):
+            return lists
+        settings = FeedbackSettings(configured.top, configured.weight, configured.temperature)
+        first = self._fuse(lists, settings.top)
+        rescored = rescored_list(lists[-1], hits.vectors, first, hits.query, settings)
+        return lists if rescored is None else [*lists[:-1], rescored]
 
     @staticmethod
     def _with_index_params(search: Any, chunks: Any, filtered: bool) -> Any:
@@ -624,6 +652,24 @@ class SearchEngine:
             return None
         changed = (st.st_size, st.st_mtime_ns) != (seen["size"], seen["mtime_ns"])
         return "modified" if changed else None
+
+
+@dataclass(frozen=True)
+class VectorHits:
+    """A vector search's ids and cosines, best first, with the query vector and (when
+    asked for) the hits' unit vectors, rows in the order of ``ids``."""
+
+    ids: list[str]
+    sims: list[float]
+    query: np.ndarray | None
+    vectors: np.ndarray | None
+
+
+def _unit_rows(column: Any, dimension: int) -> np.ndarray:
+    flat = column.combine_chunks().values.to_numpy(zero_copy_only=False)
+    rows = np.asarray(flat, dtype=np.float32).reshape(-1, dimension)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows / np.where(norms == 0, 1.0, norms)
 
 
 def embedder_config_for(

@@ -84,6 +84,14 @@ class InMemoryVectors:
         rows = candidates[top]
         return [matrix.ids[i] for i in rows], [float(sims[i]) for i in rows]
 
+    def vectors(self, chunk_ids: list[str]) -> np.ndarray | None:
+        """Unit vectors of ``chunk_ids``, rows in their order (None if one is missing)."""
+        matrix = self._matrix
+        if matrix is None:
+            return None
+        found = [matrix.positions.get(c) for c in chunk_ids]
+        return None if None in found else matrix.vectors[found]
+
     def rows(
         self, chunk_ids: list[str], version: int, limit: int | None = None
     ) -> dict[str, dict[str, Any]] | None:
