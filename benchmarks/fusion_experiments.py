@@ -24,7 +24,8 @@ from benchmarks.beir_sets import ANCHORS, SETS, TARGETS
 from benchmarks.report import SHARED_DATA, save
 
 SETTINGS: dict[str, dict] = {
-    "zscore, bm25 weight 0.3, 200 candidates (default)": {},
+    "zscore, bm25 weight 0.3, 200 candidates, query-vector feedback (default)": {},
+    "the same without query-vector feedback (before)": {"feedback": {"enabled": False}},
     "zscore, bm25 weight 0.5, 200 candidates": {"weights": {"bm25": 0.5, "vector": 1.0}},
     "rrf k=60, equal weights, 200 candidates": {
         "fusion": "rrf", "weights": {"bm25": 1.0, "vector": 1.0},
