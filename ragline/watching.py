@@ -159,8 +159,8 @@ class SourceWatcher:
             self._failed.add(name)
         else:
             self._failed.discard(name)
-            if not whole:
-                self._dirty.add(name)
+        if not whole:  # listed at the next quiet moment: a failed run's changes, run whole
+            self._dirty.add(name)
         return WatchRun(outcome, len(paths), waited, whole)
 
     def settle(self, touched: Iterable[str], quiet: int = QUIET_BATCHES) -> list[str]:
@@ -183,6 +183,9 @@ class SourceWatcher:
 
         missed = []
         for name in sorted(self._dirty):
+            if name in self._failed:  # its last run failed: tried once more, whole
+                missed.append(name)
+                continue
             kind = source_kind(self.config.source(name), self.config.data_dir)
             try:
                 items = list(kind.list_items())

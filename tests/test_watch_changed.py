@@ -266,3 +266,24 @@ def test_missed_events_are_found_when_quiet_and_the_signal_recorded(vault: Vault
     assert watcher.settle({SOURCE}, quiet=1) == []
     assert not signal_file.exists()
     _no_work_left(vault)
+
+
+def test_a_source_not_whole_in_the_target_generation_is_not_scoped(vault: Vault) -> None:
+    # No record of a full run into the generation the run writes to (a generation
+    # being built for a new embedder, a source never indexed whole): the scan looks
+    # at the changed path only, the later stages reconcile the whole source.
+    vault.store.delete("source_state", f"source = '{SOURCE}'")
+    note = vault.root / "Kubernetes.md"
+    note.write_text(note.read_text(encoding="utf-8") + "\n\nzqnot scoped\n")
+    metadata = vault.run(note)
+    tags = vault.watcher.indexer.instance.get_run_by_id(vault.last_run_id).tags
+    assert metadata["raw_files"]["scope"] == "1 item(s) at the changed paths"
+    assert "ragline/scope" not in tags and CHANGED_PATHS_TAG in tags
+    assert metadata["parsed_documents"]["unchanged"] > 1  # it looked at every document
+    assert "checked_documents" not in vault.checks()["tantivy_matches_lancedb"][1]
+    # That run recorded the source whole: the next one is scoped again.
+    note.write_text(note.read_text(encoding="utf-8") + "\n\nzqscoped again\n")
+    vault.run(note)
+    tags = vault.watcher.indexer.instance.get_run_by_id(vault.last_run_id).tags
+    assert json.loads(tags["ragline/scope"]) and len(json.loads(tags["ragline/scope"])) == 1
+    _no_work_left(vault)

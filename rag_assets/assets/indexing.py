@@ -34,7 +34,7 @@ from rag_serving.config import FileSourceConfig, RaglineConfig
 from rag_serving.errors import ConfigError
 from rag_serving.index.ann import ensure_search_indexes
 from rag_serving.index.fulltext import FulltextIndex
-from rag_serving.index.manifest import Generation
+from rag_serving.index.manifest import Generation, read_manifest
 from rag_serving.index.store import IndexStore, sql_in, sql_string
 
 FULL_REBUILD_TAG = "ragline/full"
@@ -125,6 +125,22 @@ def changed_paths(context: AssetExecutionContext) -> list[Path] | None:
     return [Path(p) for p in paths]
 
 
+def _complete_in_target(
+    store: IndexStore, source: FileSourceConfig, embedder: EmbedderResource
+) -> bool:
+    """Whether the source's last full run put it whole into the generation this run
+    writes to: only then may the later stages touch just the changed documents (a
+    generation being built for a new embedder is filled, and switched to, by runs of
+    the whole source)."""
+    manifest = read_manifest(store.layout.manifest_path, missing_ok=True)
+    target = manifest.target_for(embedder.embedder().fingerprint)
+    if target not in (manifest.active, manifest.building):
+        return False
+    where = f"source = {sql_string(source.name)}"
+    states = store.read("source_state", where=where, columns=["generation"]).to_pylist()
+    return bool(states) and states[0]["generation"] == target.key
+
+
 def run_scope(context: AssetExecutionContext) -> set[str] | None:
     """The doc ids this run's scan touched (``SCOPE_TAG``); None: the whole source."""
     if is_full_rebuild(context) or is_deferred_pass(context):
@@ -144,7 +160,10 @@ def _source_metadata(source: FileSourceConfig) -> dict[str, object]:
 
 @asset(partitions_def=sources_partitions, pool=WRITER_POOL, group_name=GROUP, kinds={"lancedb"})
 def raw_files(
-    context: AssetExecutionContext, settings: RaglineConfigResource, index_store: IndexStoreResource
+    context: AssetExecutionContext,
+    settings: RaglineConfigResource,
+    index_store: IndexStoreResource,
+    embedder: EmbedderResource,
 ) -> MaterializeResult:
     """The source's files: path, size, mtime and content hash (unchanged files cost a stat)."""
     # Record which process runs this run, so a killed run can be recognised later.
@@ -165,7 +184,7 @@ def raw_files(
     extra = _source_metadata(source)
     if result.scope is not None:
         extra["scope"] = f"{len(result.scope)} item(s) at the changed paths"
-        if len(result.scope) <= SCOPE_LIMIT:
+        if len(result.scope) <= SCOPE_LIMIT and _complete_in_target(store, source, embedder):
             context.instance.add_run_tags(context.run_id, {SCOPE_TAG: json.dumps(result.scope)})
     return materialize_result(result, extra=extra)
 
