@@ -287,3 +287,18 @@ def test_a_source_not_whole_in_the_target_generation_is_not_scoped(vault: Vault)
     tags = vault.watcher.indexer.instance.get_run_by_id(vault.last_run_id).tags
     assert json.loads(tags["ragline/scope"]) and len(json.loads(tags["ragline/scope"])) == 1
     _no_work_left(vault)
+
+
+def test_a_linked_folder_is_listed_as_a_full_run_lists_it(vault: Vault) -> None:
+    link = vault.root / "linked"
+    link.symlink_to(vault.root / "gardening", target_is_directory=True)
+    try:
+        metadata = vault.run(link)  # the link itself: a problem entry, as a full run has it
+        assert metadata["raw_files"]["scope"] == "1 item(s) at the changed paths"
+        _no_work_left(vault)
+        # A path through the link: only a whole listing says what it holds.
+        assert "scope" not in vault.run(link / "Tomatoes.md")["raw_files"]
+    finally:
+        link.unlink()
+    vault.run(link)
+    _no_work_left(vault)
