@@ -12,7 +12,7 @@ from dagster import MetadataValue, TableColumn, TableMetadataValue, TableRecord,
 from rag_serving.embedders.base import EmbedderFingerprint
 from rag_serving.index.fulltext import FulltextIndex
 from rag_serving.index.manifest import Generation, read_manifest
-from rag_serving.index.store import IndexStore, sql_string
+from rag_serving.index.store import IndexStore, sql_in, sql_string
 from rag_serving.text import printable
 
 TANTIVY_MATCHES_LANCEDB = "tantivy_matches_lancedb"
@@ -109,20 +109,35 @@ class CheckOutcome:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-def tantivy_matches_lancedb(store: IndexStore, generation: Generation, source: str) -> CheckOutcome:
-    """Tantivy holds exactly the source's LanceDB chunk ids, with the same row hashes."""
-    scope = f"source = {sql_string(source)}"
-    lance = {}
-    if store.table_exists(generation.table):
-        rows = store.read(generation.table, where=scope, columns=["chunk_id", "row_hash"])
-        lance = dict(
-            zip(
-                rows.column("chunk_id").to_pylist(),
-                rows.column("row_hash").to_pylist(),
-                strict=True,
-            )
-        )
-    tantivy = FulltextIndex(store.layout.fulltext_dir(generation.key)).row_hashes(source)
+def _scope(source: str, only: set[str] | None) -> tuple[str, str]:
+    """The rows a check reads (the source, or its doc ids ``only``: a watch run's
+    own documents, the rest of the source being unwritten by it; every full run
+    checks the whole source) and the words that say so."""
+    where = f"source = {sql_string(source)}"
+    if only is None:
+        return where, ""
+    return f"{where} AND {sql_in('doc_id', sorted(only))}", f" for {_run_documents(only)}"
+
+
+def _run_documents(only: set[str]) -> str:
+    return f"the {len(only)} document(s) of this watch run"
+
+
+def _checked(only: set[str] | None) -> dict[str, int]:
+    return {} if only is None else {"checked_documents": len(only)}
+
+
+def tantivy_matches_lancedb(
+    store: IndexStore, generation: Generation, source: str, only: set[str] | None = None
+) -> CheckOutcome:
+    """Tantivy holds exactly the source's (or documents ``only``'s) LanceDB chunk ids,
+    with the same row hashes."""
+    from rag_assets.stages.fulltext import lance_row_hashes, tantivy_row_hashes
+
+    where, what = _scope(source, only)
+    lance = lance_row_hashes(store, generation.table, where)
+    index = FulltextIndex(store.layout.fulltext_dir(generation.key))
+    tantivy = tantivy_row_hashes(index, source, None, only)
     missing = [c for c in lance if c not in tantivy]
     extra = [c for c in tantivy if c not in lance]
     differ = [c for c in lance if c in tantivy and tantivy[c] != lance[c]]
@@ -130,55 +145,69 @@ def tantivy_matches_lancedb(store: IndexStore, generation: Generation, source: s
     return CheckOutcome(
         TANTIVY_MATCHES_LANCEDB,
         passed,
-        "Tantivy and LanceDB hold the same chunks" if passed else "Tantivy and LanceDB differ",
+        f"Tantivy and LanceDB hold the same chunks{what}"
+        if passed
+        else f"Tantivy and LanceDB differ{what}",
         {
             "lancedb_chunks": len(lance),
             "missing_in_tantivy": len(missing),
             "extra_in_tantivy": len(extra),
             "different_rows": len(differ),
+            **_checked(only),
         },
     )
 
 
-def chunks_have_documents(store: IndexStore, generation: Generation, source: str) -> CheckOutcome:
-    """Every served chunk belongs to a document that exists."""
-    scope = f"source = {sql_string(source)}"
+def chunks_have_documents(
+    store: IndexStore, generation: Generation, source: str, only: set[str] | None = None
+) -> CheckOutcome:
+    """Every served chunk (of documents ``only``) belongs to a document that exists."""
+    where, what = _scope(source, only)
     if not store.table_exists(generation.table):
         return CheckOutcome(CHUNKS_HAVE_DOCUMENTS, True, "no chunks yet", {"orphans": 0})
     chunk_docs = set(
-        store.read(generation.table, where=scope, columns=["doc_id"]).column("doc_id").to_pylist()
+        store.read(generation.table, where=where, columns=["doc_id"]).column("doc_id").to_pylist()
     )
     docs = set(
-        store.read("documents", where=scope, columns=["doc_id"]).column("doc_id").to_pylist()
+        store.read("documents", where=where, columns=["doc_id"]).column("doc_id").to_pylist()
     )
     orphans = chunk_docs - docs
     return CheckOutcome(
         CHUNKS_HAVE_DOCUMENTS,
         not orphans,
-        "every chunk has its document" if not orphans else f"{len(orphans)} documents missing",
-        {"orphan_documents": len(orphans)},
+        f"every chunk{what} has its document"
+        if not orphans
+        else f"{len(orphans)} documents missing",
+        {"orphan_documents": len(orphans), **_checked(only)},
     )
 
 
 def vectors_have_recorded_dimension(
-    store: IndexStore, generation: Generation, source: str
+    store: IndexStore, generation: Generation, source: str, only: set[str] | None = None
 ) -> CheckOutcome:
-    """The table's vectors have the dimension recorded for the generation, none null."""
+    """The table's vectors have the dimension recorded for the generation, none null
+    (among the source's rows, or documents ``only``'s)."""
     expected = generation.fingerprint.dimension
     if not store.table_exists(generation.table):
         return CheckOutcome(
             VECTORS_HAVE_RECORDED_DIMENSION, True, "no chunks yet", {"dimension": expected}
         )
+    where, what = _scope(source, only)
     table = store.table(generation.table)
     vector_type = table.schema.field("vector").type
     actual = vector_type.list_size if pa.types.is_fixed_size_list(vector_type) else -1
-    nulls = table.count_rows(f"source = {sql_string(source)} AND vector IS NULL")
+    nulls = table.count_rows(f"{where} AND vector IS NULL")
     passed = actual == expected and nulls == 0
     return CheckOutcome(
         VECTORS_HAVE_RECORDED_DIMENSION,
         passed,
-        f"vectors have {actual} dimensions (recorded {expected}); {nulls} missing",
-        {"dimension": actual, "recorded_dimension": expected, "missing_vectors": nulls},
+        f"vectors{what} have {actual} dimensions (recorded {expected}); {nulls} missing",
+        {
+            "dimension": actual,
+            "recorded_dimension": expected,
+            "missing_vectors": nulls,
+            **_checked(only),
+        },
     )
 
 

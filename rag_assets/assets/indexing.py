@@ -5,7 +5,6 @@ import json
 import warnings
 from pathlib import Path
 
-import pyarrow as pa
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
@@ -26,16 +25,15 @@ from rag_assets.resources import EmbedderResource, IndexStoreResource, RaglineCo
 from rag_assets.sources import source_kind
 from rag_assets.stages.chunk import chunk_source
 from rag_assets.stages.embed import embed_source, target_generation
-from rag_assets.stages.fulltext import lance_row_hashes, sync_fulltext, tantivy_row_hashes
+from rag_assets.stages.fulltext import sync_fulltext
 from rag_assets.stages.parse import parse_source
 from rag_assets.stages.scan import scan_source
 from rag_assets.writer_turn import WRITER_POOL, wait_for_writer_turn
 from rag_serving.config import FileSourceConfig, RaglineConfig
 from rag_serving.errors import ConfigError
 from rag_serving.index.ann import ensure_search_indexes
-from rag_serving.index.fulltext import FulltextIndex
-from rag_serving.index.manifest import Generation, read_manifest
-from rag_serving.index.store import IndexStore, sql_in, sql_string
+from rag_serving.index.manifest import read_manifest
+from rag_serving.index.store import IndexStore, sql_string
 
 FULL_REBUILD_TAG = "ragline/full"
 # "deferred": the pass that does the costly work (OCR) the first pass left queued.
@@ -275,13 +273,10 @@ def embeddings(
     if indexes["actions"] != "none":
         context.log.info(f"search indexes of all sources: {indexes['actions']}")
     result.extra.pop("generation", None)
-    if only is None:
-        outcomes = [
-            checks.chunks_have_documents(store, generation, source.name),
-            checks.vectors_have_recorded_dimension(store, generation, source.name),
-        ]
-    else:
-        outcomes = _scoped_embedding_checks(store, generation, source, only)
+    outcomes = [
+        checks.chunks_have_documents(store, generation, source.name, only),
+        checks.vectors_have_recorded_dimension(store, generation, source.name, only),
+    ]
     outcomes.append(checks.one_embedder_fingerprint(store, model.fingerprint))
     return materialize_result(
         result, [_check_result(o) for o in outcomes],
@@ -309,76 +304,9 @@ def fulltext_index(
     configured = [s.name for s in config.sources]
     result = sync_fulltext(store, source, model, context.run_id, configured, only=only)
     generation = target_generation(store, model)
-    if only is None:
-        outcome = checks.tantivy_matches_lancedb(store, generation, source.name)
-    else:
-        outcome = _scoped_fulltext_check(store, generation, source, only)
+    outcome = checks.tantivy_matches_lancedb(store, generation, source.name, only)
     extra = {**_source_metadata(source), "embedder": model.fingerprint.describe()}
     result.extra.pop("generation", None)
     if result.extra.pop("promoted_generation", None):
         extra["search_switched_to"] = model.fingerprint.describe()
     return materialize_result(result, [_check_result(outcome)], extra=extra)
-
-
-def _scoped_fulltext_check(
-    store: IndexStore, generation: Generation, source: FileSourceConfig, only: set[str]
-) -> checks.CheckOutcome:
-    """``tantivy_matches_lancedb`` for the documents a watch run touched: the rest of
-    the source was not written by the run (every full run checks all of it)."""
-    scope = f"source = {sql_string(source.name)} AND {sql_in('doc_id', sorted(only))}"
-    lance = lance_row_hashes(store, generation.table, scope)
-    index = FulltextIndex(store.layout.fulltext_dir(generation.key))
-    tantivy = tantivy_row_hashes(index, source.name, None, only)
-    missing = [c for c in lance if c not in tantivy]
-    extra = [c for c in tantivy if c not in lance]
-    differ = [c for c in lance if c in tantivy and tantivy[c] != lance[c]]
-    passed = not (missing or extra or differ)
-    what = f"the {len(only)} document(s) of this watch run"
-    return checks.CheckOutcome(
-        checks.TANTIVY_MATCHES_LANCEDB,
-        passed,
-        f"Tantivy and LanceDB hold the same chunks for {what}"
-        if passed
-        else f"Tantivy and LanceDB differ for {what}",
-        {
-            "lancedb_chunks": len(lance),
-            "missing_in_tantivy": len(missing),
-            "extra_in_tantivy": len(extra),
-            "different_rows": len(differ),
-            "checked_documents": len(only),
-        },
-    )
-
-
-def _scoped_embedding_checks(
-    store: IndexStore, generation: Generation, source: FileSourceConfig, only: set[str]
-) -> list[checks.CheckOutcome]:
-    """``chunks_have_documents`` and ``vectors_have_recorded_dimension`` for the
-    documents a watch run touched (every full run checks the whole source)."""
-    scope = f"source = {sql_string(source.name)} AND {sql_in('doc_id', sorted(only))}"
-    what = f"the {len(only)} document(s) of this watch run"
-    expected = generation.fingerprint.dimension
-    orphans: set[str] = set()
-    nulls, actual = 0, expected
-    if store.table_exists(generation.table):
-        served = store.read(generation.table, where=scope, columns=["doc_id"]).column("doc_id")
-        docs = store.read("documents", where=scope, columns=["doc_id"]).column("doc_id")
-        orphans = set(served.to_pylist()) - set(docs.to_pylist())
-        table = store.table(generation.table)
-        vector_type = table.schema.field("vector").type
-        actual = vector_type.list_size if pa.types.is_fixed_size_list(vector_type) else -1
-        nulls = table.count_rows(f"{scope} AND vector IS NULL")
-    return [
-        checks.CheckOutcome(
-            checks.CHUNKS_HAVE_DOCUMENTS, not orphans,
-            f"every chunk of {what} has its document" if not orphans
-            else f"{len(orphans)} documents missing",
-            {"orphan_documents": len(orphans), "checked_documents": len(only)},
-        ),
-        checks.CheckOutcome(
-            checks.VECTORS_HAVE_RECORDED_DIMENSION, actual == expected and nulls == 0,
-            f"vectors of {what} have {actual} dimensions (recorded {expected}); {nulls} missing",
-            {"dimension": actual, "recorded_dimension": expected, "missing_vectors": nulls,
-             "checked_documents": len(only)},
-        ),
-    ]  # fmt: skip
