@@ -76,6 +76,44 @@ class InProcessIndexer:
         )
         return _outcome(name, result, time.perf_counter() - started, deferred)
 
+    def maintain(self) -> MaintenanceOutcome:
+        """One run of the maintenance job (compaction, old versions, Tantivy merge)."""
+        from rag_assets.definitions import defs
+
+        started = time.perf_counter()
+        result = defs.resolve_job_def("maintenance_job").execute_in_process(
+            instance=self.instance,
+            tags={"ragline/launched_by": self.launched_by},
+            run_config=QUIET_LOGGERS,
+            raise_on_error=False,
+        )
+        return _maintenance_outcome(result, time.perf_counter() - started)
+
+
+@dataclass(frozen=True)
+class MaintenanceOutcome:
+    run_id: str
+    success: bool
+    seconds: float
+    error: str | None = None
+
+
+def _maintenance_outcome(result: Any, seconds: float) -> MaintenanceOutcome:
+    error = None if result.success else _failure(result)
+    return MaintenanceOutcome(result.run_id, result.success, seconds, error)
+
+
+def _failure(result: Any) -> str:
+    """What made the run ``result`` fail, in one line."""
+    from rag_assets.run_failures import error_summary
+
+    for event in result.all_events:
+        if event.is_failure and event.event_specific_data is not None:
+            failure = getattr(event.event_specific_data, "error", None)
+            if failure is not None:
+                return error_summary(failure)
+    return "the run failed; see the Dagster UI (`ragline ui`) for its logs"
+
 
 def index_sources(
     config: RaglineConfig,
@@ -116,15 +154,5 @@ def _outcome(name: str, result: Any, seconds: float, deferred: bool) -> SourceRu
         for key, value in materialization.metadata.items():
             values[key] = getattr(value, "value", value)
         metadata[materialization.asset_key.to_user_string()] = values
-    from rag_assets.run_failures import error_summary
-
-    error = None
-    if not result.success:
-        for event in result.all_events:
-            if event.is_failure and event.event_specific_data is not None:
-                failure = getattr(event.event_specific_data, "error", None)
-                if failure is not None:
-                    error = error_summary(failure)
-                    break
-        error = error or "the run failed; see the Dagster UI (`ragline ui`) for its logs"
+    error = None if result.success else _failure(result)
     return SourceRunOutcome(name, result.run_id, result.success, seconds, metadata, error, deferred)

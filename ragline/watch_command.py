@@ -9,16 +9,26 @@ import threading
 import click
 
 from rag_serving.config import RaglineConfig
+from ragline.indexing import MaintenanceOutcome
 from ragline.output import console, err_console, safe_text
-from ragline.watching import DEBOUNCE_MS, STEP_MS, SourceWatcher, WatchRun
+from ragline.watching import DEBOUNCE_MS, MAINTAIN_AFTER_S, STEP_MS, SourceWatcher, WatchRun
 
 
-def run_watch(config: RaglineConfig, names: list[str], catch_up: bool, step_ms: int) -> None:
+def run_watch(
+    config: RaglineConfig,
+    names: list[str],
+    catch_up: bool,
+    step_ms: int,
+    maintain_after_s: int = MAINTAIN_AFTER_S,
+) -> None:
     """Watch and index until Ctrl-C, one line per run."""
     from rag_serving.config import require_usable
 
     require_usable(config, names or None)
-    watcher = SourceWatcher(config, names, step_ms=step_ms, debounce_ms=max(step_ms, DEBOUNCE_MS))
+    watcher = SourceWatcher(
+        config, names, step_ms=step_ms, debounce_ms=max(step_ms, DEBOUNCE_MS),
+        maintain_after_s=maintain_after_s or None,
+    )  # fmt: skip
     for note in watcher.notes:
         err_console.print(f"[yellow]not watched:[/] {safe_text(note)}")
 
@@ -29,7 +39,10 @@ def run_watch(config: RaglineConfig, names: list[str], catch_up: bool, step_ms: 
     stop = threading.Event()
     stop_on_signals(stop)
     with contextlib.suppress(KeyboardInterrupt):
-        watcher.run(on_run=print_run, stop=stop, on_ready=ready, catch_up=catch_up)
+        watcher.run(
+            on_run=print_run, stop=stop, on_ready=ready, catch_up=catch_up,
+            on_maintenance=print_maintenance,
+        )  # fmt: skip
 
 
 def stop_on_signals(stop: threading.Event) -> None:
@@ -64,6 +77,15 @@ def print_run(run: WatchRun) -> None:
     )
 
 
+def print_maintenance(outcome: MaintenanceOutcome) -> None:
+    if outcome.success:
+        console.print(f"[green]✓[/] index compacted in {outcome.seconds:.1f}s  "
+                      f"[dim]run {outcome.run_id[:8]}[/]")  # fmt: skip
+    else:
+        err_console.print(f"[bold red]✗ maintenance: {safe_text(outcome.error or 'failed')}[/]"
+                          f"  [dim]run {outcome.run_id[:8]}[/]")  # fmt: skip
+
+
 def register(cli: click.Group, handle_errors, pass_context) -> None:
     """Add the ``watch`` command to ``cli``."""
 
@@ -77,12 +99,19 @@ def register(cli: click.Group, handle_errors, pass_context) -> None:
         "--step-ms", type=click.IntRange(10, 10_000), default=STEP_MS, show_default=True,
         help="Saves closer together than this are indexed in one run.",
     )  # fmt: skip
+    @click.option(
+        "--maintain-after", type=click.IntRange(0, 7 * 24 * 3600), default=MAINTAIN_AFTER_S,
+        show_default=True, metavar="SECONDS",
+        help="Compact the index after runs once nothing changed for this long (0: never).",
+    )  # fmt: skip
     @pass_context
     @handle_errors
-    def watch(ctx, sources: tuple[str, ...], no_catch_up: bool, step_ms: int) -> None:
+    def watch(
+        ctx, sources: tuple[str, ...], no_catch_up: bool, step_ms: int, maintain_after: int
+    ) -> None:
         """Index SOURCES (all when none is named) within seconds of each save: file
         events start a run of just the touched source in this process (recorded in
         Dagster, shown by `ragline ui`). Sources without a folder (feeds) are left to
         the sensor of `ragline ui`."""
         names = [ctx.config.source(name).name for name in sources]
-        run_watch(ctx.config, names, not no_catch_up, step_ms)
+        run_watch(ctx.config, names, not no_catch_up, step_ms, maintain_after)

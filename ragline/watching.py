@@ -36,7 +36,7 @@ from pathlib import Path
 from rag_serving.config import RaglineConfig
 from rag_serving.errors import RaglineError
 from rag_serving.index.layout import IndexLayout
-from ragline.indexing import InProcessIndexer, SourceRunOutcome
+from ragline.indexing import InProcessIndexer, MaintenanceOutcome, SourceRunOutcome
 
 # Events closer together than STEP_MS are one batch; a batch never waits longer than
 # DEBOUNCE_MS for its last event (watchfiles' step and debounce).
@@ -49,6 +49,9 @@ MAX_CHANGED_PATHS = 100  # more in one batch: the run reconciles the whole sourc
 # source to record its signal: a save right after a run is not held up by the listing.
 QUIET_BATCHES = 4
 RUST_TIMEOUT_MS = 500
+# After a run, this long without events: compact the index (maintenance_job). Every
+# run adds table versions and fragments; `ragline ui`'s nightly schedule does the same.
+MAINTAIN_AFTER_S = 600
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,7 @@ class SourceWatcher:
         names: Iterable[str] = (),
         step_ms: int = STEP_MS,
         debounce_ms: int = DEBOUNCE_MS,
+        maintain_after_s: float | None = MAINTAIN_AFTER_S,
     ):
         self.config = config
         self.layout = IndexLayout(config.data_dir)
@@ -123,6 +127,9 @@ class SourceWatcher:
         self._candidates: dict[str, str] = {}  # signals listed at a quiet moment
         self._store = None
         self._quiet = 0  # batches without events in a row
+        self.maintain_after_s = maintain_after_s  # None: never
+        self._runs_unmaintained = 0  # runs since the last maintenance
+        self._last_event = time.monotonic()
 
     def touched(self, paths: Iterable[str]) -> dict[str, int]:
         """Sources whose items the event ``paths`` may change → how many paths each."""
@@ -155,6 +162,7 @@ class SourceWatcher:
         self._candidates.pop(name, None)
         waited = time.monotonic() - batch_seen
         outcome = self.indexer.run(name, tags)
+        self._runs_unmaintained += 1
         if not outcome.success:
             self._failed.add(name)
         else:
@@ -220,16 +228,28 @@ class SourceWatcher:
         temporary.write_text(json.dumps({"fingerprint": fingerprint}), encoding="utf-8")
         temporary.replace(target)
 
+    def maintain_if_idle(self, now: float) -> MaintenanceOutcome | None:
+        """Run the maintenance job when a run happened since the last one and no event
+        came for ``maintain_after_s`` seconds; its outcome, or None."""
+        if self.maintain_after_s is None or not self._runs_unmaintained:
+            return None
+        if now - self._last_event < self.maintain_after_s:
+            return None
+        self._runs_unmaintained = 0
+        return self.indexer.maintain()
+
     def run(
         self,
         on_run: Callable[[WatchRun], None] | None = None,
         stop: threading.Event | None = None,
         on_ready: Callable[[], None] | None = None,
         catch_up: bool = True,
+        on_maintenance: Callable[[MaintenanceOutcome], None] | None = None,
     ) -> None:
         """Watch until ``stop`` is set (or Ctrl-C). Once the watches are in place,
         ``on_ready`` is called and, with ``catch_up``, every watched source is run
-        once for what changed while nothing watched it."""
+        once for what changed while nothing watched it. Idle after runs, the index
+        is compacted (``maintain_if_idle``)."""
         import watchfiles
 
         roots = sorted({root for source in self.sources for root in source.roots})
@@ -255,6 +275,12 @@ class SourceWatcher:
                         self._report(self.index(source.name, None, time.monotonic()), on_run)
             batch_seen = time.monotonic()
             batch = self.changed_paths(path for _, path in changes)
+            if batch:
+                self._last_event = batch_seen
+            else:
+                maintained = self.maintain_if_idle(batch_seen)
+                if maintained is not None and on_maintenance is not None:
+                    on_maintenance(maintained)
             for name in self.settle(batch):
                 self._report(self.index(name, None, batch_seen), on_run)
             for name, paths in batch.items():

@@ -233,3 +233,59 @@ def test_events_map_to_the_sources_they_may_change(tmp_path: Path, sample_vault:
         notes / "gone-folder", tmp_path / "elsewhere.md",
     ]  # fmt: skip
     assert watcher.touched(str(path) for path in events) == {"notes": 3, "journal": 1}
+
+
+def test_watch_compacts_the_index_once_idle_after_runs(
+    tmp_path: Path, sample_vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every watch run adds LanceDB fragments; once no event came for
+    ``maintain_after_s`` after a run, the watcher runs the maintenance job in its
+    process (recorded in Dagster), which compacts them — once, until the next run."""
+    import threading
+
+    vault = tmp_path / "vault"
+    shutil.copytree(sample_vault / "journal", vault)
+    config = build_index(
+        write_config(tmp_path, [{"name": "j", "kind": "markdown", "path": str(vault)}])
+    )
+    monkeypatch.setenv("RAGLINE_CONFIG", str(config.config_path))
+    watcher = SourceWatcher(config, maintain_after_s=3.0)
+    ready, stop = threading.Event(), threading.Event()
+    runs: list = []
+    maintained: list = []
+
+    def watch() -> None:
+        watcher.run(on_run=runs.append, stop=stop, on_ready=ready.set, catch_up=False,
+                    on_maintenance=maintained.append)  # fmt: skip
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        assert ready.wait(WAIT_S)
+        notes = _notes(vault)
+        for i in range(3):  # three runs, each adding fragments
+            note = notes[i % len(notes)]
+            _save_like_obsidian(note, note.read_text(encoding="utf-8") + f"\n\nedit {i}\n")
+            deadline = time.monotonic() + WAIT_S
+            while len(runs) <= i and time.monotonic() < deadline:
+                time.sleep(0.1)
+        assert len(runs) == 3 and all(r.outcome.success for r in runs)
+        store = SearchEngine(config).store
+        table = store.chunks(SearchEngine(config).generation.table)  # type: ignore[union-attr]
+        before = table.stats()["fragment_stats"]["num_fragments"]
+        assert before > 1 and not maintained
+        deadline = time.monotonic() + WAIT_S
+        while not maintained and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(maintained) == 1 and maintained[0].success
+        table.checkout_latest()
+        assert table.stats()["fragment_stats"]["num_fragments"] < before
+        time.sleep(4)  # idle again, but no run since: nothing to compact
+        assert len(maintained) == 1
+    finally:
+        stop.set()
+        thread.join(WAIT_S)
+    instance = DagsterInstance.from_config(str(config.data_dir / "dagster"))
+    recorded = instance.get_runs(filters=RunsFilter(job_name="maintenance_job"))
+    assert [r.tags.get("ragline/launched_by") for r in recorded] == ["watch"]
+    assert recorded[0].run_id == maintained[0].run_id and recorded[0].is_success
