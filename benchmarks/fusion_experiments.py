@@ -86,7 +86,8 @@ def main() -> None:
     lines = [
         "nDCG@10 per set (split) through `ragline eval`; every setting runs on the same "
         "index of that set. `ragline eval` ranks 100 documents per query, so each list is "
-        "read at least 100 chunks deep whatever `candidates` says.",
+        "read at least 100 chunks deep whatever `candidates` says. Every row but "
+        '"without" has query-vector feedback on (`[search] feedback`, the default).',
         "",
         "| setting | " + " | ".join(f"{n} ({SETS[n]})" for n in names) + " |",
         "|---|" + "---|" * len(names),
