@@ -116,24 +116,26 @@ class Highlighted:
     def marked(self, start: str = "**", end: str = "**") -> str:
         """The snippet on one line, matched terms wrapped in ``start``/``end``."""
         data = self.text.encode("utf-8")
-        out, last = [], 0
+        pieces, last = [], 0
         for lo, hi in sorted(self.ranges):
             if hi <= lo or lo < last:
                 continue
-            out.append(_plain(data[last:lo], start, end))
-            out.append(f"{start}{_plain(data[lo:hi], start, end)}{end}")
+            pieces += [data[last:lo], data[lo:hi]]
             last = hi
-        out.append(_plain(data[last:], start, end))
-        return " ".join("".join(out).split())
+        pieces.append(data[last:])
+        # Plain text and matches alternate; our markers are removed from both (Markdown
+        # bold in the note itself would otherwise be mistaken for a match).
+        plain = [_plain(piece, start, end) for piece in pieces]
+        plain[1::2] = [f"{start}{term}{end}" for term in plain[1::2]]
+        return " ".join("".join(plain).split())
 
 
-def _plain(data: bytes, *markers: str) -> str:
-    """Decoded text without our highlight markers (Markdown bold in the note itself
-    would otherwise be mistaken for a match)."""
+def _plain(data: bytes, start: str, end: str) -> str:
+    """Decoded text without our highlight markers."""
     text = data.decode("utf-8", "replace")
-    for marker in markers:
-        text = text.replace(marker, "")
-    return text
+    if start in text:
+        text = text.replace(start, "")
+    return text.replace(end, "") if end != start and end in text else text
 
 
 def sanitize_query(text: str) -> str:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -526,6 +526,7 @@ class SearchEngine:
         hits = []
         for rank, hit in enumerate(kept, start=1):
             row = rows[hit.id]
+            facets = facet_values(row.get("facets"))
             marked = highlights.get(hit.id)
             snippet = marked.marked() if marked else _head(row["text"])
             hits.append(
@@ -547,12 +548,12 @@ class SearchEngine:
                     stale=staleness.get(row["doc_id"]),
                     explain=explain_as_dict(hit.explain),
                     location=hit_location(row["path"], row["anchor"]),
-                    file_type=facet_value(row.get("facets"), "type"),
-                    symbol=facet_value(row.get("facets"), "symbol"),
-                    language=facet_value(row.get("facets"), "language"),
-                    author=facet_value(row.get("facets"), "author_name"),
-                    folder=facet_value(row.get("facets"), "folder"),
-                    feed=facet_value(row.get("facets"), "feed_name"),
+                    file_type=facets.get("type"),
+                    symbol=facets.get("symbol"),
+                    language=facets.get("language"),
+                    author=facets.get("author_name"),
+                    folder=facets.get("folder"),
+                    feed=facets.get("feed_name"),
                 )
             )
         return hits
@@ -619,7 +620,7 @@ class SearchEngine:
                     "source_state", where=sql_in("source", sources), columns=state_columns
                 ).to_pylist()
             }
-        roots = {s.name: Path(s.path) if s.path else None for s in self.config.sources}
+        roots = {s.name: str(s.path) if s.path else None for s in self.config.sources}
         out: dict[str, str | None] = {}
         for row in rows:
             out[row["doc_id"]] = self._stale(row, roots, recorded, served_at)
@@ -628,7 +629,7 @@ class SearchEngine:
     @staticmethod
     def _stale(
         row: dict[str, Any],
-        roots: dict[str, Path | None],
+        roots: dict[str, str | None],
         recorded: dict[str, dict[str, Any]],
         served_at: dict[str, Any],
     ) -> str | None:
@@ -644,8 +645,8 @@ class SearchEngine:
         # a message inside an mbox or a feed entry cannot.
         if seen["mtime_ns"] is None or root is None:
             return None
-        try:
-            st = (root / row["path"]).stat()
+        try:  # os, not pathlib: ~4× faster, and this runs per hit
+            st = os.stat(os.path.join(root, row["path"]))
         except FileNotFoundError:
             return "deleted"
         except OSError:
@@ -706,10 +707,14 @@ def hit_location(path: str, anchor: str | None) -> str:
     return f"{path}#{anchor}" if anchor else path
 
 
-def facet_value(facets: list[str] | None, name: str) -> str | None:
-    """The value of facet ``name`` (``type`` → ``pdf``) among ``facets``."""
-    prefix = f"{name}:"
-    return next((f[len(prefix) :] for f in facets or () if f.startswith(prefix)), None)
+def facet_values(facets: list[str] | None) -> dict[str, str]:
+    """Each facet's first value by name (``type:pdf`` → ``{"type": "pdf"}``)."""
+    out: dict[str, str] = {}
+    for facet in facets or ():
+        name, colon, value = facet.partition(":")
+        if colon:
+            out.setdefault(name, value)
+    return out
 
 
 def rerank_text(row: dict[str, Any]) -> str:
