@@ -104,3 +104,29 @@ def test_rows_by_offset_when_the_vectors_are_not_held(
     for query in QUERIES:
         assert _answer(warm, query, "bm25") == _answer(fresh, query, "bm25")
         assert _answer(warm, query, "hybrid") == _answer(fresh, query, "hybrid")
+
+
+def test_a_later_version_is_reloaded_in_the_background(tmp_path: Path, sample_vault: Path) -> None:
+    """After a run, the first warm search does not wait for the vectors to reload:
+    LanceDB answers it (already with the new note) while the matrix of the new
+    version loads beside it; then the matrix serves again, equal to a cold engine."""
+    vault = tmp_path / "vault"
+    shutil.copytree(sample_vault / "journal", vault)
+    config_path = write_config(tmp_path, [{"name": "j", "kind": "markdown", "path": str(vault)}])
+    config = build_index(config_path)
+    warm = SearchEngine(config, read_consistency_s=0)
+    for query in QUERIES:
+        warm.search(query)
+    before = warm._memory._held
+    assert before[2] is not None
+    (vault / "Zeppelin.md").write_text("# Zeppelin\n\nA quokka rides the zeppelin at dawn.\n")
+    build_index(config_path)
+    first = warm.search("quokka zeppelin", k=3, mode="vector")
+    assert first.hits[0].path == "Zeppelin.md"
+    warm._memory.wait_for_reload(60)
+    name, version, matrix = warm._memory._held
+    assert name == before[0] and version is not None and version > (before[1] or 0)
+    assert matrix is not None and first.hits[0].chunk_id in matrix.positions
+    fresh = SearchEngine(parse_config_file(config_path))
+    for mode in ("vector", "hybrid"):
+        assert _answer(warm, "quokka zeppelin", mode) == _answer(fresh, "quokka zeppelin", mode)
