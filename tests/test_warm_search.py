@@ -79,12 +79,13 @@ def test_a_warm_engine_sees_a_later_run(tmp_path: Path, sample_vault: Path) -> N
 def test_rows_by_offset_when_the_vectors_are_not_held(
     tmp_path: Path, sample_vault: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Above the in-memory size (lowered here to 0 rows) a warm engine takes its hits'
-    rows by offset; they match a cold engine's, and after a run that deletes notes
-    (every later row's offset moves) they still come back right."""
+    """Above the in-memory sizes (lowered here to nothing) a warm engine takes its
+    hits' rows by offset; they match a cold engine's, and after a run that deletes
+    notes (every later row's offset moves) they still come back right."""
     from rag_serving.search import vectors
 
     monkeypatch.setattr(vectors, "MAX_ROWS", 0)
+    monkeypatch.setattr(vectors, "ROW_BUDGET_BYTES", 0)
     vault = tmp_path / "vault"
     shutil.copytree(sample_vault / "journal", vault)
     config_path = write_config(tmp_path, [{"name": "j", "kind": "markdown", "path": str(vault)}])
@@ -130,3 +131,23 @@ def test_a_later_version_is_reloaded_in_the_background(tmp_path: Path, sample_va
     fresh = SearchEngine(parse_config_file(config_path))
     for mode in ("vector", "hybrid"):
         assert _answer(warm, "quokka zeppelin", mode) == _answer(fresh, "quokka zeppelin", mode)
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "vector", "bm25"])
+def test_rows_alone_are_held_when_the_vectors_are_not(
+    sample_index: RaglineConfig, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """Above the vector limit (lowered here to 0 rows) the hits' columns are still held
+    while they fit the byte budget: vector search goes to LanceDB, the rows come from
+    memory, and the answers are a cold engine's."""
+    from rag_serving.search import vectors
+
+    monkeypatch.setattr(vectors, "MAX_ROWS", 0)
+    warm = SearchEngine(sample_index)
+    for query in QUERIES:
+        warm.search(query, mode=mode)  # type: ignore[arg-type]
+    held = warm._memory._matrix
+    assert held is not None and held.vectors is None and held.rows.num_rows > 0
+    assert warm._locator._key is None  # never needed
+    for query in QUERIES:
+        assert _answer(warm, query, mode) == _answer(SearchEngine(sample_index), query, mode)

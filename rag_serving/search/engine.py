@@ -563,16 +563,17 @@ class SearchEngine:
     ) -> dict[str, dict[str, Any]]:
         """The served rows of ``chunk_ids`` (at least the first ``limit`` served):
         warm, from the in-memory copy when it holds the table's current version
-        (~0.1 ms) or by offset (~1.5 ms at 100k chunks); else by a filtered read (a
+        (~0.1 ms) or by offset (~4 ms at 100k chunks); else by a filtered read (a
         scan below the BTREE threshold, ~4-20 ms)."""
         assert self.generation is not None
         if self.warm:
             table = self.generation.table
             with self._lock:
                 version = self._version(table)
+                chunks = self.store.chunks(table)
+                self._memory.usable(chunks, table, version)  # loads what fits, once
                 rows = self._memory.rows(chunk_ids, version, limit)
-                if rows is None:  # the vectors are not held: take the rows by offset
-                    chunks = self.store.chunks(table)
+                if rows is None:  # not held (too large, or reloading): by offset
                     rows = self._locator.rows(chunks, table, version, chunk_ids, limit)
             if rows is not None:
                 return rows

@@ -8,7 +8,10 @@ float32 matrix and scans it with numpy, reloading it when the table's version
 changes (checked at most once per read-consistency interval by LanceDB itself).
 The hits' own columns (``row_columns``: text, path, title…) are kept beside it as an
 Arrow table, so a warm search reads its hits without a LanceDB query (a take by
-row id costs ~50 ms on a table of many fragments, as a fresh index is).
+row id costs ~50 ms on a table of many fragments, as a fresh index is). Above the
+vector limit (or with a vector index) the hits' columns alone are still kept while
+they fit ``ROW_BUDGET_BYTES``: a take of 10 rows from LanceDB costs ~4 ms at 100k
+chunks, longer than the BM25 search it serves.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ import numpy as np
 # the hits' columns, ~1 KB of text a row); larger tables have a vector index, which
 # LanceDB searches faster.
 MAX_ROWS = 100_000
+# The hits' columns (text, path, title…) are kept up to this size when the vectors are
+# not: ~92 MB at 100k chunks of ~1 KB.
+ROW_BUDGET_BYTES = 128 * 2**20
 _BLAS: Any = None  # threadpoolctl's controller, made on first use
 
 
@@ -31,7 +37,7 @@ _BLAS: Any = None  # threadpoolctl's controller, made on first use
 class _Matrix:
     version: int
     ids: list[str]
-    vectors: np.ndarray  # (rows, dimension), rows normalised
+    vectors: np.ndarray | None  # (rows, dimension), rows normalised; None: rows only
     sources: np.ndarray  # source name per row
     kinds: np.ndarray
     rows: Any  # pyarrow.Table of the row columns, in the order of ``ids``
@@ -53,34 +59,39 @@ class InMemoryVectors:
         return self._held[2]
 
     def usable(self, table: Any, table_name: str, version: int) -> bool:
-        """Whether ``table`` (at ``version``) is held in memory: small enough, no vector
-        index, loaded. The first load is waited for; a later version of the same table
-        (an index run) loads in the background while the caller searches LanceDB, so
-        the first search after a run does not wait for the reload (~0.5 s at 35k
-        chunks) and the old matrix never answers for the new version."""
+        """Whether the vectors of ``table`` (at ``version``) are held in memory: small
+        enough, no vector index, loaded. Loads what fits (the vectors and the hits'
+        columns, or the columns alone within ``ROW_BUDGET_BYTES``). The first load is
+        waited for; a later version of the same table (an index run) loads in the
+        background while the caller reads LanceDB, so the first search after a run
+        does not wait for the reload (~0.5 s at 35k chunks) and the old copy never
+        answers for the new version."""
         from rag_serving.index.ann import find_vector_index
 
         held_name, held_version, matrix = self._held
         if (held_name, held_version) == (table_name, version):
-            return matrix is not None
+            return matrix is not None and matrix.vectors is not None
         if self._loading is not None and self._loading.is_alive():
             return False
-        if int(table.count_rows()) > MAX_ROWS or find_vector_index(table) is not None:
+        rows = int(table.count_rows())
+        vectors = rows <= MAX_ROWS and find_vector_index(table) is None
+        if not vectors and _row_bytes(table, rows) > ROW_BUDGET_BYTES:
             self._held = (table_name, version, None)
             return False
         if matrix is None or held_name != table_name:
-            self._held = (table_name, version, _load(table, version, self.row_columns))
-            return True
+            self._held = (table_name, version, _load(table, version, self.row_columns, vectors))
+            return vectors
         self._loading = threading.Thread(
-            target=self._reload, args=(table, table_name, version), daemon=True
+            target=self._reload, args=(table, table_name, version, vectors), daemon=True
         )
         self._loading.start()
         return False
 
-    def _reload(self, table: Any, table_name: str, version: int) -> None:
+    def _reload(self, table: Any, table_name: str, version: int, vectors: bool) -> None:
         # On failure the next search tries again; LanceDB serves meanwhile.
         with contextlib.suppress(Exception):
-            self._held = (table_name, version, _load(table, version, self.row_columns))
+            loaded = _load(table, version, self.row_columns, vectors)
+            self._held = (table_name, version, loaded)
 
     def wait_for_reload(self, timeout: float | None = None) -> None:
         """Block until a background reload has finished (for tests and benchmarks)."""
@@ -95,7 +106,7 @@ class InMemoryVectors:
         kinds: tuple[str, ...] = (),
     ) -> tuple[list[str], list[float]]:
         matrix = self._matrix
-        assert matrix is not None
+        assert matrix is not None and matrix.vectors is not None
         norm = float(np.linalg.norm(query))
         with _one_blas_thread():
             sims = matrix.vectors @ (query / norm if norm else query)
@@ -117,7 +128,7 @@ class InMemoryVectors:
     def vectors(self, chunk_ids: list[str]) -> np.ndarray | None:
         """Unit vectors of ``chunk_ids``, rows in their order (None if one is missing)."""
         matrix = self._matrix
-        if matrix is None:
+        if matrix is None or matrix.vectors is None:
             return None
         found = [matrix.positions.get(c) for c in chunk_ids]
         return None if None in found else matrix.vectors[found]
@@ -149,18 +160,30 @@ def _one_blas_thread() -> Any:
     return _BLAS.limit(limits=1, user_api="blas")
 
 
-def _load(table: Any, version: int, row_columns: list[str]) -> _Matrix:
-    columns = list(dict.fromkeys(["chunk_id", "source", "kind", *row_columns, "vector"]))
+def _row_bytes(table: Any, rows: int) -> int:
+    """About how many bytes the table holds besides its vectors."""
+    try:
+        total = int(table.stats()["total_bytes"])
+        dimension = table.schema.field("vector").type.list_size
+    except Exception:  # an unreadable estimate: assume it does not fit
+        return ROW_BUDGET_BYTES + 1
+    return total - rows * max(dimension, 0) * 4
+
+
+def _load(table: Any, version: int, row_columns: list[str], with_vectors: bool = True) -> _Matrix:
+    vector = ["vector"] if with_vectors else []
+    columns = list(dict.fromkeys(["chunk_id", "source", "kind", *row_columns, *vector]))
     query = table.search().select(columns)
     data = query.limit(None).to_arrow()
-    column = data.column("vector").combine_chunks()
     rows = data.num_rows
-    if rows:
+    vectors: np.ndarray | None = None
+    if with_vectors and rows:
+        column = data.column("vector").combine_chunks()
         flat = column.values.to_numpy(zero_copy_only=False)
         vectors = np.array(flat, dtype=np.float32).reshape(rows, -1)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         vectors /= np.where(norms == 0, 1.0, norms)
-    else:
+    elif with_vectors:
         vectors = np.zeros((0, 1), dtype=np.float32)
     ids = data.column("chunk_id").to_pylist()
     return _Matrix(
