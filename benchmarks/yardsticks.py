@@ -38,7 +38,7 @@ def _vector_search(engine: Any, vectors: dict[str, np.ndarray], depth: int) -> C
     from rag_serving.search.vectors import _one_blas_thread
 
     matrix = engine._memory._matrix  # the vectors the warm engine holds, if it does
-    if matrix is not None:
+    if matrix is not None and matrix.vectors is not None:
 
         def scan(query: str) -> list[str]:
             with _one_blas_thread():
