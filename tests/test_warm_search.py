@@ -151,3 +151,18 @@ def test_rows_alone_are_held_when_the_vectors_are_not(
     assert warm._locator._key is None  # never needed
     for query in QUERIES:
         assert _answer(warm, query, mode) == _answer(SearchEngine(sample_index), query, mode)
+
+
+def test_held_rows_never_answer_for_chunks_they_lack(sample_index: RaglineConfig) -> None:
+    """A chunk the held copy lacks (the full-text index saw a newer run than the copy)
+    sends the rows to LanceDB (None), and no ids at all is no rows, not an error."""
+    warm = SearchEngine(sample_index)
+    for query in QUERIES:
+        warm.search(query)
+    held = warm._memory._matrix
+    assert held is not None
+    known = held.ids[:3]
+    assert set(warm._memory.rows(known, held.version) or {}) == set(known)
+    assert warm._memory.rows([known[0], "f" * 32], held.version) is None
+    assert warm._memory.rows([], held.version) == {}
+    assert warm._memory.rows(known, held.version + 1) is None

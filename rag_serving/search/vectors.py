@@ -136,13 +136,18 @@ class InMemoryVectors:
     def rows(
         self, chunk_ids: list[str], version: int, limit: int | None = None
     ) -> dict[str, dict[str, Any]] | None:
-        """The row columns of ``chunk_ids`` at table ``version``, of the first ``limit``
-        the table holds (an id it lacks is not served); None when the matrix is of
-        another version."""
+        """The row columns of the first ``limit`` of ``chunk_ids`` at table ``version``;
+        None when the copy is of another version or lacks one of them (a chunk the
+        full-text index holds but this copy does not: the caller asks LanceDB, which
+        drops it if it is gone)."""
         matrix = self._matrix
         if matrix is None or matrix.version != version:
             return None
-        found = [i for i in map(matrix.positions.get, chunk_ids) if i is not None][:limit]
+        found = [matrix.positions.get(cid) for cid in chunk_ids[:limit]]
+        if None in found:
+            return None
+        if not found:
+            return {}
         taken = matrix.rows.take(found).to_pylist()
         return {row["chunk_id"]: row for row in taken}
 
