@@ -23,6 +23,21 @@ def _answer(engine: SearchEngine, query: str, mode: str, **filters: object) -> l
     return [(h.chunk_id, round(h.score, 3), h.title, h.line_start, h.stale) for h in result.hits]
 
 
+def _journal_index(tmp_path: Path, sample_vault: Path) -> tuple[Path, Path, RaglineConfig]:
+    """A copy of the sample journal, indexed: its folder, config path and config."""
+    vault = tmp_path / "vault"
+    shutil.copytree(sample_vault / "journal", vault)
+    config_path = write_config(tmp_path, [{"name": "j", "kind": "markdown", "path": str(vault)}])
+    return vault, config_path, build_index(config_path)
+
+
+def _warmed(engine: SearchEngine) -> SearchEngine:
+    """``engine`` after a search per query: its in-memory paths start at the second."""
+    for query in QUERIES:
+        engine.search(query)
+    return engine
+
+
 @pytest.mark.parametrize("mode", ["hybrid", "vector", "bm25"])
 def test_a_warm_engine_answers_as_a_cold_one(sample_index: RaglineConfig, mode: str) -> None:
     warm = SearchEngine(sample_index)
@@ -86,13 +101,8 @@ def test_rows_by_offset_when_the_vectors_are_not_held(
 
     monkeypatch.setattr(vectors, "MAX_ROWS", 0)
     monkeypatch.setattr(vectors, "ROW_BUDGET_BYTES", 0)
-    vault = tmp_path / "vault"
-    shutil.copytree(sample_vault / "journal", vault)
-    config_path = write_config(tmp_path, [{"name": "j", "kind": "markdown", "path": str(vault)}])
-    config = build_index(config_path)
-    warm = SearchEngine(config, read_consistency_s=0)
-    for query in QUERIES:
-        warm.search(query)
+    vault, config_path, config = _journal_index(tmp_path, sample_vault)
+    warm = _warmed(SearchEngine(config, read_consistency_s=0))
     assert warm._memory._matrix is None and warm._locator._key is not None
     for mode in ("hybrid", "vector", "bm25"):
         for query in QUERIES:
@@ -111,13 +121,8 @@ def test_a_later_version_is_reloaded_in_the_background(tmp_path: Path, sample_va
     """After a run, the first warm search does not wait for the vectors to reload:
     LanceDB answers it (already with the new note) while the matrix of the new
     version loads beside it; then the matrix serves again, equal to a cold engine."""
-    vault = tmp_path / "vault"
-    shutil.copytree(sample_vault / "journal", vault)
-    config_path = write_config(tmp_path, [{"name": "j", "kind": "markdown", "path": str(vault)}])
-    config = build_index(config_path)
-    warm = SearchEngine(config, read_consistency_s=0)
-    for query in QUERIES:
-        warm.search(query)
+    vault, config_path, config = _journal_index(tmp_path, sample_vault)
+    warm = _warmed(SearchEngine(config, read_consistency_s=0))
     before = warm._memory._held
     assert before[2] is not None
     (vault / "Zeppelin.md").write_text("# Zeppelin\n\nA quokka rides the zeppelin at dawn.\n")
