@@ -1,0 +1,85 @@
+"""Hyphens and pluses in typed queries: words a reader means apart are searched
+apart, identifiers and dates stay exact, and a lone ``-`` excludes nothing (issue 14).
+A real Tantivy index; the rewriting itself as a pure function."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from rag_serving.index.fulltext import FulltextIndex, loosen_joined_words
+from rag_serving.search.filters import SearchFilters
+
+NOTES = {
+    "twitch": "Sprinters have more fast fibres; the twitch of those muscles is short.",
+    "quadruplex": "Pyridostatin binds the G quadruplex near the telomere.",
+    "daily": "Standup on 2024-01-15 about the garden.",
+    "scattered": "The 2024 plan: 01 goal, 15 people, one garden.",
+    "caspase": "Active caspase-11 drives pyroptosis.",
+    "numbers": "Eleven caspase genes, 11 of them studied.",
+}
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> FulltextIndex:
+    index = FulltextIndex(tmp_path_factory.mktemp("joined") / "fulltext")
+    rows = [
+        {"chunk_id": f"{i:032x}", "doc_id": name, "source": "s", "path": f"{name}.md",
+         "text": text, "row_hash": "h", "modified": datetime(2024, 1, 1, tzinfo=UTC)}
+        for i, (name, text) in enumerate(NOTES.items())
+    ]  # fmt: skip
+    index.replace([], rows)
+    return index
+
+
+def _found(index: FulltextIndex, query: str) -> list[str]:
+    names = list(NOTES)
+    return [names[int(hit.chunk_id, 16)] for hit in index.search(query, SearchFilters(), 10)]
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("fast-twitch muscle", "fast twitch muscle"),
+        ("PD-1+Eomes+CD8 T cells", "PD-1 Eomes CD8 T cells"),
+        ("anti-CTLA-4 treatment", "anti CTLA-4 treatment"),
+        ("caspase-11", "caspase-11"),
+        ("2024-01-15 note", "2024-01-15 note"),
+        ("G - quadruplex", "G   quadruplex"),
+        ("-exclude this", "-exclude this"),
+        ("+needed fast-twitch", "+needed fast twitch"),
+        ("path:notes/a-b", "path:notes/a-b"),
+        ('"fast-twitch" slow-twitch', '"fast-twitch" slow twitch'),
+        ("(real-time OR batch)", "(real time OR batch)"),
+        ("x--y", "x y"),
+    ],
+)
+def test_loosen_joined_words(query: str, expected: str) -> None:
+    assert loosen_joined_words(query) == expected
+
+
+def test_a_hyphenated_query_finds_its_words_apart(index: FulltextIndex) -> None:
+    # Tantivy's parser made "fast-twitch" the exact phrase "fast twitch": no hit.
+    assert _found(index, "fast-twitch")[:1] == ["twitch"]
+
+
+def test_a_lone_hyphen_excludes_nothing(index: FulltextIndex) -> None:
+    # "G - quadruplex" was parsed as G, NOT quadruplex.
+    assert _found(index, "G - quadruplex")[:1] == ["quadruplex"]
+    assert "quadruplex" not in _found(index, "telomere -quadruplex")
+
+
+@pytest.mark.parametrize(("query", "only"), [("2024-01-15", "daily"), ("caspase-11", "caspase")])
+def test_dates_and_identifiers_stay_exact(index: FulltextIndex, query: str, only: str) -> None:
+    assert _found(index, query) == [only]
+
+
+def test_a_quoted_hyphenated_phrase_stays_a_phrase(index: FulltextIndex) -> None:
+    assert _found(index, '"fast-twitch"') == []
+
+
+def test_snippets_mark_the_loosened_words(index: FulltextIndex) -> None:
+    chunk_id = f"{list(NOTES).index('twitch'):032x}"
+    marked = index.highlights("fast-twitch", [chunk_id])[chunk_id].marked()
+    assert "**fast**" in marked and "**twitch**" in marked
