@@ -17,7 +17,8 @@ from rag_serving.mcp.dagster_client import WEBSERVER_MARKER, running_webserver
 from rag_serving.mcp.documents import normalize_path
 from rag_serving.mcp.excerpts import Body, RangeError
 from rag_serving.mcp.links import LinkGraph
-from rag_serving.mcp.search import obsidian_anchor
+from rag_serving.mcp.search import SearchRequest, obsidian_anchor
+from rag_serving.search.filters import SearchFilters
 
 
 def _doc(
@@ -119,6 +120,21 @@ def test_paths_never_leave_the_source(given: str, expected: str | None) -> None:
 def test_obsidian_anchor() -> None:
     assert obsidian_anchor("dir/Note.md", "A > B") == "[[dir/Note#A#B]]"
     assert obsidian_anchor("Note.md", "") == "[[Note]]"
+
+
+def test_a_search_request_carries_every_filter() -> None:
+    # Each filter field is copied by name: a filter SearchRequest lacked would fail here.
+    every = {"sources": ("a",), "kinds": ("markdown",), "path_prefix": "p/", "tags": ("t",),
+             "types": ("pdf",), "languages": ("python",), "symbols": ("f",), "authors": ("x",),
+             "senders": ("s",), "recipients": ("r",), "folders": ("INBOX",),
+             "series": ("S",), "feeds": ("F",)}  # fmt: skip
+    request = SearchRequest(query="q", after="2024-01-01", before="2024-02-01", **every)
+    filters = request.filters()
+    assert {name: getattr(filters, name) for name in every} == every
+    assert (filters.after.isoformat(), filters.before.isoformat()) == (
+        "2024-01-01T00:00:00+00:00", "2024-02-01T00:00:00+00:00",
+    )  # fmt: skip
+    assert set(SearchFilters.__dataclass_fields__) == set(every) | {"after", "before"}
 
 
 def test_token_verifier(monkeypatch: pytest.MonkeyPatch) -> None:

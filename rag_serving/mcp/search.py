@@ -8,7 +8,7 @@ exactly like a name that does not exist, and close-match suggestions never name 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from rag_serving.mcp.auth import Access
@@ -47,23 +47,11 @@ class SearchRequest:
     feeds: tuple[str, ...] = ()
 
     def filters(self) -> SearchFilters:
-        return SearchFilters(
-            sources=self.sources,
-            kinds=self.kinds,
-            path_prefix=self.path_prefix,
-            tags=self.tags,
-            after=parse_date(self.after, "after") if self.after else None,
-            before=parse_date(self.before, "before") if self.before else None,
-            types=self.types,
-            languages=self.languages,
-            symbols=self.symbols,
-            authors=self.authors,
-            senders=self.senders,
-            recipients=self.recipients,
-            folders=self.folders,
-            series=self.series,
-            feeds=self.feeds,
-        )
+        """The request's filters, its dates parsed (a bad one is a tool error)."""
+        values = {f.name: getattr(self, f.name) for f in fields(SearchFilters)}
+        values["after"] = parse_date(self.after, "after") if self.after else None
+        values["before"] = parse_date(self.before, "before") if self.before else None
+        return SearchFilters(**values)
 
 
 # The list-valued filters a search echoes back when given.
