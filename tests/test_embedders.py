@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -84,6 +87,46 @@ def test_onnx_batches_keep_attention_memory_bounded(tmp_path) -> None:
     together = embedder.embed_documents(texts)
     alone = np.stack([embedder.embed_documents([t])[0] for t in texts[:3]])
     assert np.min(np.sum(together[:3] * alone, axis=1)) > 0.9999
+
+
+def _tiny_mpnet_folder(folder: Path) -> Path:
+    """A local sentence-transformers folder holding a small random MPNet, whose
+    forward takes no token_type_ids (the bundled model's tokenizer and settings)."""
+    import shutil
+
+    import torch
+    from transformers import MPNetConfig, MPNetModel
+
+    from rag_serving.embedders.sentence_transformers import bundled_model_dir
+
+    bundled = bundled_model_dir()
+    shutil.copytree(bundled, folder, ignore=shutil.ignore_patterns("model.safetensors"))
+    torch.manual_seed(0)
+    tiny = MPNetConfig(
+        vocab_size=30527, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=514,
+    )  # fmt: skip
+    MPNetModel(tiny).save_pretrained(folder)
+    pooling = folder / "1_Pooling" / "config.json"
+    settings = json.loads(pooling.read_text()) | {"word_embedding_dimension": 32}
+    pooling.write_text(json.dumps(settings))
+    return folder
+
+
+def test_onnx_export_of_a_model_without_segment_ids(tmp_path: Path) -> None:
+    """A local MPNet-style model (no token_type_ids) gets its checked ONNX export and
+    embeds through it; it used to fall back to PyTorch ("Invalid input name")."""
+    folder = _tiny_mpnet_folder(tmp_path / "tiny-mpnet")
+    embedder = create_embedder(SentenceTransformersConfig(model=str(folder)), tmp_path / "data")
+    texts = ["Sync", "How do I link to a heading in another note?" * 3, "Sync"]
+    vectors = embedder.embed_documents(texts)
+    session = embedder._onnx_session()  # type: ignore[attr-defined]
+    assert session is not None
+    assert {i.name for i in session.get_inputs()} == {"input_ids", "attention_mask"}
+    torch_vectors = embedder._embed_torch(texts)  # type: ignore[attr-defined]
+    assert vectors.shape == (3, 32)
+    assert np.min(np.sum(vectors * torch_vectors, axis=1)) > 0.9999
+    assert float(embedder.embed_query("Sync") @ vectors[0]) > 0.9999
 
 
 def test_torch_document_backend_needs_no_export(tmp_path) -> None:

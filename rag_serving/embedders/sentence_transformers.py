@@ -178,6 +178,8 @@ class SentenceTransformersEmbedder(Embedder):
                 ids = e.ids if len(e.ids) <= limit else e.ids[: limit - 1] + e.ids[-1:]
                 ids_list.append(np.asarray(ids, dtype=np.int64))
         order = sorted(range(len(texts)), key=lambda i: len(ids_list[i]))
+        # Models without segment ids (MPNet, RoBERTa) export without that input.
+        with_types = any(i.name == "token_type_ids" for i in session.get_inputs())
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         for batch in _attention_batches(order, ids_list, self.config.batch_size):
             width = max(len(ids_list[i]) for i in batch)
@@ -187,11 +189,9 @@ class SentenceTransformersEmbedder(Embedder):
             attention = np.zeros_like(input_ids)
             for row, i in enumerate(batch):
                 attention[row, : len(ids_list[i])] = 1
-            feeds = {
-                "input_ids": input_ids,
-                "attention_mask": attention,
-                "token_type_ids": np.zeros_like(input_ids),
-            }
+            feeds = {"input_ids": input_ids, "attention_mask": attention}
+            if with_types:
+                feeds["token_type_ids"] = np.zeros_like(input_ids)
             out[batch] = session.run(None, feeds)[0]
         return out
 
