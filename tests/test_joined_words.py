@@ -18,6 +18,8 @@ NOTES = {
     "scattered": "The 2024 plan: 01 goal, 15 people, one garden.",
     "caspase": "Active caspase-11 drives pyroptosis.",
     "numbers": "Eleven caspase genes, 11 of them studied.",
+    "sprint": "Plan the sprint, then plan the review.",
+    "kebab": "Notes of the sprint-plan plugin.",
 }
 
 
@@ -41,18 +43,18 @@ def _found(index: FulltextIndex, query: str) -> list[str]:
 @pytest.mark.parametrize(
     ("query", "expected"),
     [
-        ("fast-twitch muscle", "fast twitch muscle"),
+        ("fast-twitch muscle", 'fast twitch "fast-twitch"^0.5 muscle'),
         ("PD-1+Eomes+CD8 T cells", "PD-1 Eomes CD8 T cells"),
-        ("anti-CTLA-4 treatment", "anti CTLA-4 treatment"),
+        ("anti-CTLA-4 treatment", 'anti CTLA-4 "anti-CTLA-4"^0.5 treatment'),
         ("caspase-11", "caspase-11"),
         ("2024-01-15 note", "2024-01-15 note"),
         ("G - quadruplex", "G   quadruplex"),
         ("-exclude this", "-exclude this"),
-        ("+needed fast-twitch", "+needed fast twitch"),
+        ("+needed fast-twitch", '+needed fast twitch "fast-twitch"^0.5'),
         ("path:notes/a-b", "path:notes/a-b"),
-        ('"fast-twitch" slow-twitch', '"fast-twitch" slow twitch'),
-        ("(real-time OR batch)", "(real time OR batch)"),
-        ("x--y", "x y"),
+        ('"fast-twitch" slow-twitch', '"fast-twitch" slow twitch "slow-twitch"^0.5'),
+        ("(real-time OR batch)", '(real time "real-time"^0.5 OR batch)'),
+        ("real-time^2", "real time^2"),
     ],
 )
 def test_loosen_joined_words(query: str, expected: str) -> None:
@@ -73,6 +75,11 @@ def test_a_lone_hyphen_excludes_nothing(index: FulltextIndex) -> None:
 @pytest.mark.parametrize(("query", "only"), [("2024-01-15", "daily"), ("caspase-11", "caspase")])
 def test_dates_and_identifiers_stay_exact(index: FulltextIndex, query: str, only: str) -> None:
     assert _found(index, query) == [only]
+
+
+def test_a_kebab_case_name_finds_its_note_first(index: FulltextIndex) -> None:
+    # The words apart match both notes; the phrase at half weight ranks the exact name.
+    assert _found(index, "sprint-plan")[:2] == ["kebab", "sprint"]
 
 
 def test_a_quoted_hyphenated_phrase_stays_a_phrase(index: FulltextIndex) -> None:

@@ -59,6 +59,10 @@ _TOKEN = re.compile(r"\S+")
 _LETTER = re.compile(r"[^\W\d_]")
 # A hyphen or plus standing alone ("CTLA - 4") is punctuation, not an operator.
 _LONE_OPERATOR = re.compile(r"(?<!\S)[-+]+(?!\S)")
+# Query syntax around a hyphenated word, left out of its phrase: "(real-time" → "real-time".
+_PHRASE_EDGES = "()[]{}<>,;.!?*^~'`"
+JOINED_PHRASE_BOOST = 0.5
+_SYNTAX_INSIDE = re.compile(r"[\^~*]")
 _FIELD_PREFIX = re.compile(r"(?<![\w\\])([A-Za-z_][\w.]*):(\*?)")
 
 
@@ -160,13 +164,13 @@ def sanitize_query(text: str) -> str:
 
 def loosen_joined_words(text: str) -> str:
     """Split words a reader means apart but Tantivy's parser would search as one exact
-    phrase: "fast-twitch" → "fast twitch", "PD-1+CD8" → "PD-1 CD8" (Lucene's default,
-    ``autoGeneratePhraseQueries`` off). A hyphen next to a part without letters stays
-    (dates, "caspase-11", "PD-1"), and so do quoted text, ``field:value``, a leading
-    ``-``/``+`` (exclusion, requirement); a lone ``-`` or ``+`` is dropped, where the
-    parser excluded or required the next word. Measured (bm25 nDCG@10, SciFact /
-    Cranfield / CISI / CoSQA): 0.657 / 0.365 / 0.336 / 0.380 → 0.667 / 0.372 / 0.341 /
-    0.380 (docs/decisions.md)."""
+    phrase: "fast-twitch" → ``fast twitch "fast-twitch"^0.5``, "PD-1+CD8" → "PD-1 CD8"
+    (Lucene's default, ``autoGeneratePhraseQueries`` off, plus the phrase at half weight
+    so a kebab-case name still finds its note first). A hyphen next to a part without
+    letters stays (dates, "caspase-11", "PD-1"), and so do quoted text,
+    ``field:value``, a leading ``-``/``+`` (exclusion, requirement); a lone ``-`` or
+    ``+`` is dropped, where the parser excluded or required the next word. Measured in
+    docs/decisions.md."""
     parts = text.split('"')
     for i in range(0, len(parts), 2):  # even parts are outside quotes
         parts[i] = _TOKEN.sub(_loosen_token, _LONE_OPERATOR.sub(" ", parts[i]))
@@ -184,6 +188,9 @@ def _loosen_token(match: re.Match[str]) -> str:
         for piece in pieces[1:]:
             split = _LETTER.search(joined.rsplit("-", 1)[-1].rsplit(" ", 1)[-1])
             joined += (" " if split and _LETTER.search(piece) else "-") + piece
+        phrase = part.strip(_PHRASE_EDGES)
+        if joined != part and phrase and not _SYNTAX_INSIDE.search(phrase):
+            joined += f' "{phrase}"^{JOINED_PHRASE_BOOST}'
         out.append(joined)
     return " ".join(p for p in out if p)
 
