@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.beir_sets import SETS
-from benchmarks.report import SHARED_DATA, save
+from benchmarks.beir_sets import SETS, ndcg_by_mode, ragline_eval
+from benchmarks.report import save
 
 TOLERANCE = 0.005
 
@@ -34,15 +33,7 @@ def evaluate(name: str, backend: str, data_dir: Path, work: Path) -> dict[str, f
         f'data_dir = "{work / "unused"}"\n'
         f'[embedder]\nprovider = "sentence-transformers"\ndocument_backend = "{backend}"\n'
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "ragline.cli", "--config", str(config), "eval",
-         str(SHARED_DATA / "eval" / name), "--split", SETS[name], "--mode", "all",
-         "--json", "--data-dir", str(data_dir)],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    if proc.returncode != 0:
-        raise SystemExit(f"ragline eval {name} ({backend}) failed:\n{proc.stderr}")
-    return {r["mode"]: r["ndcg@10"] for r in json.loads(proc.stdout)}
+    return ndcg_by_mode(ragline_eval(name, data_dir, config))
 
 
 def main() -> None:

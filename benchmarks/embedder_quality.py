@@ -17,31 +17,21 @@ disk, the way a user points `[embedder] model` at one.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.beir_sets import SETS, TARGETS
-from benchmarks.report import SHARED_DATA, save
+from benchmarks.beir_sets import SETS, TARGETS, ndcg_by_mode, ragline_eval
+from benchmarks.report import save
 
 MODES = ("hybrid", "bm25", "vector")
 
 
 def run_eval(name: str, data_dir: Path, config: Path | None) -> dict[str, float]:
     """nDCG@10 per mode of ``ragline eval`` on set ``name``."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "ragline.cli", *(["--config", str(config)] if config else []),
-         "eval", str(SHARED_DATA / "eval" / name), "--split", SETS[name], "--mode", "all",
-         "--json", "--data-dir", str(data_dir)],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    if proc.returncode != 0:
-        raise SystemExit(f"ragline eval {name} failed:\n{proc.stderr}")
-    return {r["mode"]: r["ndcg@10"] for r in json.loads(proc.stdout)}
+    return ndcg_by_mode(ragline_eval(name, data_dir, config))
 
 
 def main() -> None:

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.beir_sets import ANCHORS, SETS, TARGETS
-from benchmarks.report import SHARED_DATA, save
+from benchmarks.beir_sets import ANCHORS, SETS, TARGETS, ragline_eval
+from benchmarks.report import save
 
 SETTINGS: dict[str, dict] = {
     "zscore, bm25 weight 0.3, 200 candidates, query-vector feedback (default)": {},
@@ -46,16 +45,7 @@ def run_eval(
 
     config = work / f"{name}-{abs(hash(json.dumps(search, sort_keys=True)))}.toml"
     config.write_bytes(tomli_w.dumps({"data_dir": str(work / "unused"), "search": search}).encode())
-    proc = subprocess.run(
-        [sys.executable, "-m", "ragline.cli", "--config", str(config), "eval",
-         str(SHARED_DATA / "eval" / name), "--split", SETS[name], "--mode", mode,
-         "--json", "--data-dir", str(data_dir),
-         *(["--limit-queries", str(limit)] if limit else [])],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    if proc.returncode != 0:
-        raise SystemExit(f"ragline eval {name} failed:\n{proc.stderr}")
-    return json.loads(proc.stdout)
+    return ragline_eval(name, data_dir, config, mode, limit)
 
 
 def main() -> None:
