@@ -63,6 +63,8 @@ _LONE_OPERATOR = re.compile(r"(?<!\S)[-+]+(?!\S)")
 _PHRASE_EDGES = "()[]{}<>,;.!?*^~'`"
 JOINED_PHRASE_BOOST = 0.5
 _SYNTAX_INSIDE = re.compile(r"[\^~*]")
+_PLUSES = re.compile(r"\++")
+_HYPHENS = re.compile(r"-+")
 _FIELD_PREFIX = re.compile(r"(?<![\w\\])([A-Za-z_][\w.]*):(\*?)")
 
 
@@ -182,8 +184,8 @@ def _loosen_token(match: re.Match[str]) -> str:
     if ":" in token or token[0] in "-+":
         return token
     out = []
-    for part in re.split(r"\++", token):
-        pieces = re.split(r"-+", part)
+    for part in _PLUSES.split(token):
+        pieces = _HYPHENS.split(part)
         joined = pieces[0]
         for piece in pieces[1:]:
             split = _LETTER.search(joined.rsplit("-", 1)[-1].rsplit(" ", 1)[-1])
