@@ -33,6 +33,7 @@ from pydantic import (
 )
 
 from rag_serving.errors import ConfigError
+from rag_serving.limits import Limits
 
 CONFIG_ENV = "RAGLINE_CONFIG"
 CONFIG_FILENAME = "ragline.toml"
@@ -301,6 +302,8 @@ class FileSourceConfig(_Strict):
     # "auto" detects it per chunk; scripts without spaces (Chinese, Japanese, Korean,
     # Thai) are matched by characters whatever this says.
     language: str = "auto"
+    # Caps on one item: ``[limits]`` with this source's ``[sources.limits]`` over it.
+    limits: Limits = Limits()
 
     @field_validator("language")
     @classmethod
@@ -544,6 +547,7 @@ class RaglineConfig(_Strict):
     search: SearchConfig = SearchConfig()
     freshness: FreshnessConfig = FreshnessConfig()
     mcp: McpConfig = McpConfig()
+    limits: Limits = Limits()
     sources: list[SourceConfig] = []
     config_path: Path | None = Field(default=None, exclude=True)
 
@@ -567,6 +571,24 @@ class RaglineConfig(_Strict):
             if "provider" not in embedder:
                 data = {**data, "embedder": {"provider": DEFAULT_PROVIDER, **embedder}}
         return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _inherit_limits(cls, data: Any) -> Any:
+        # A source's `[sources.limits]` overrides single keys of `[limits]`.
+        if not isinstance(data, dict) or not isinstance(data.get("limits"), dict):
+            return data
+        shared = data["limits"]
+        sources = data.get("sources")
+        if not isinstance(sources, list):
+            return data
+        merged = [
+            {**source, "limits": {**shared, **(source.get("limits") or {})}}
+            if isinstance(source, dict) and isinstance(source.get("limits", {}), dict)
+            else source
+            for source in sources
+        ]
+        return {**data, "sources": merged}
 
     @model_validator(mode="after")
     def _token_sources(self) -> RaglineConfig:

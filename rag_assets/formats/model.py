@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from typing import Any
 
+from rag_serving.limits import DEFAULT_LIMITS, Limits
+
 __all__ = [
     "BodyBuilder",
     "ItemError",
@@ -23,6 +25,7 @@ __all__ = [
     "ParsedDocument",
     "Section",
     "json_safe",
+    "options_for",
 ]
 
 
@@ -104,6 +107,19 @@ class ParseOptions:
     allow_deferred_work: bool = True
     max_rows_per_sheet: int = 2000  # spreadsheets: rows kept per sheet (the rest counted)
     max_chars: int = 20_000_000  # text kept per document (the rest dropped with a warning)
+    # The source's caps on one item (pixels, unpacked bytes, nesting…); the two above
+    # are its ``max_sheet_rows`` and ``max_document_chars`` (``options_for``).
+    limits: Limits = DEFAULT_LIMITS
+
+
+def options_for(limits: Limits, **settings: Any) -> ParseOptions:
+    """Parse options under ``limits`` (``settings``: the other ``ParseOptions`` fields)."""
+    return ParseOptions(
+        max_rows_per_sheet=limits.max_sheet_rows,
+        max_chars=limits.max_document_chars,
+        limits=limits,
+        **settings,
+    )
 
 
 @dataclass(frozen=True)

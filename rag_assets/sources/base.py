@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rag_assets.chunking import Chunk, CountTokens
-from rag_assets.formats.model import ParsedDocument, ParseOptions
+from rag_assets.formats.model import ParsedDocument, ParseOptions, options_for
 from rag_serving.config import FileSourceConfig
 
 
@@ -182,7 +182,7 @@ class SourceKind(ABC):
 
     def parse_options(self, allow_deferred_work: bool) -> ParseOptions:
         """The options this source parses with."""
-        return ParseOptions(allow_deferred_work=allow_deferred_work)
+        return options_for(self.config.limits, allow_deferred_work=allow_deferred_work)
 
     def facets(self, key: str, metadata: dict[str, Any]) -> list[str]:
         """Filterable ``name:value`` pairs of a document, from its key and parsed

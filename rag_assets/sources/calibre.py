@@ -35,6 +35,7 @@ from rag_assets.formats.model import (
     ParsedDocument,
     ParseOptions,
     Section,
+    options_for,
 )
 from rag_assets.sources.base import ItemStat, SourceKind
 from rag_assets.sources.files import source_file_sha256
@@ -103,7 +104,8 @@ class CalibreKind(SourceKind):
         return f"{BOOK_PARSER}+{router.PARSER_VERSIONS.get(file_type, 'none')}"
 
     def parse_options(self, allow_deferred_work: bool) -> ParseOptions:
-        return ParseOptions(
+        return options_for(
+            self.calibre.limits,
             ocr=self.calibre.ocr,
             ocr_languages=tuple(self.calibre.ocr_languages),
             allow_deferred_work=allow_deferred_work,

@@ -10,7 +10,7 @@ from functools import cached_property
 from pathlib import Path
 
 from rag_assets.formats import router
-from rag_assets.formats.model import ItemSkipped, ParsedDocument, ParseOptions
+from rag_assets.formats.model import ItemSkipped, ParsedDocument, ParseOptions, options_for
 from rag_assets.sources.base import ChangedItems, ItemStat, SourceKind
 from rag_serving.scanning import (
     FileStat,
@@ -68,7 +68,8 @@ class FileSourceKind(SourceKind):
 
     def parse_options(self, allow_deferred_work: bool) -> ParseOptions:
         config = self.config
-        return ParseOptions(
+        return options_for(
+            config.limits,
             ocr=getattr(config, "ocr", "auto"),
             ocr_languages=tuple(getattr(config, "ocr_languages", ("eng",))),
             allow_deferred_work=allow_deferred_work,
