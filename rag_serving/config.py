@@ -578,7 +578,8 @@ class RaglineConfig(_Strict):
         # A source's `[sources.limits]` overrides single keys of `[limits]`.
         if not isinstance(data, dict) or not isinstance(data.get("limits"), dict):
             return data
-        shared = data["limits"]
+        # Only known keys are passed down: a wrong one is reported once, at `[limits]`.
+        shared = {k: v for k, v in data["limits"].items() if k in Limits.model_fields}
         sources = data.get("sources")
         if not isinstance(sources, list):
             return data
