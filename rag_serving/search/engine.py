@@ -327,7 +327,7 @@ class SearchEngine:
             self.refresh()
             filters = validate_filters(filters or SearchFilters(), self.vocabulary())
             check_query(query)
-            self._check_symbols(filters.symbols)
+            self._check_symbols(filters.symbols, filters.sources)
             self._reload_fulltext()
         # Fusion needs deep lists (measured: 200 candidates); one list needs only the
         # hits it returns, with a margin for rows LanceDB no longer holds.
@@ -398,19 +398,22 @@ class SearchEngine:
         reordered = [FusedHit(head[i][1].id, scores[i], head[i][1].explain) for i in order]
         return reordered + fused[top_n:], explain
 
-    def _check_symbols(self, symbols: tuple[str, ...]) -> None:
-        """Fail, with close matches, on a symbol no served chunk has."""
+    def _check_symbols(self, symbols: tuple[str, ...], sources: tuple[str, ...]) -> None:
+        """Fail, with close matches, on a symbol no served chunk of ``sources`` (all
+        sources when empty) has: a symbol only a source outside them defines is
+        unknown, and never suggested."""
         assert self.generation is not None
         table = self.generation.table
         if not symbols or not self.store.table_exists(table):
             return
+        scope = f" AND {sql_in('source', sources)}" if sources else ""
         for symbol in symbols:
-            where = f"array_has(facets, {sql_string('symbol:' + symbol)})"
+            where = f"array_has(facets, {sql_string('symbol:' + symbol)}){scope}"
             if self.store.count(table, where) == 0:
                 known = {
                     facet[len("symbol:") :]
                     for row in self.store.read(
-                        table, where="array_length(facets) > 1", columns=["facets"]
+                        table, where=f"array_length(facets) > 1{scope}", columns=["facets"]
                     )
                     .column("facets")
                     .to_pylist()
