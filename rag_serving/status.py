@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -21,6 +22,71 @@ class FileIssue:
     path: str
     severity: str
     message: str
+
+
+# Problems of one severity listed item by item (the rest are counted in groups).
+MAX_LISTED_ISSUES = 20
+MAX_ISSUE_GROUPS = 20  # groups of problems sharing a reason, per source
+MAX_GROUP_EXAMPLES = 3  # items named per group
+MAX_MESSAGE_CHARS = 300  # of one problem's message, as status shows it
+SEVERITIES = ("error", "skipped", "warning", "pending")
+_NUMBER = re.compile(r"\d[\d,.]*")
+
+
+@dataclass(frozen=True)
+class IssueGroup:
+    """Problems of one severity that share a reason: ``message`` is the first one's."""
+
+    severity: str
+    message: str
+    count: int
+    examples: list[str]  # paths of the first few items
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "severity": self.severity,
+            "message": self.message,
+            "count": self.count,
+            "examples": self.examples,
+        }
+
+
+def short_message(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` on one line, cut to ``limit`` characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _reason(issue: FileIssue) -> str:
+    """What a problem says with its item taken out (its path and file name, and
+    numbers), so problems with the same cause group together."""
+    text = issue.message
+    name = issue.path.rsplit("/", 1)[-1]
+    for part in (issue.path, name):
+        if part:
+            text = text.replace(part, "<item>")
+    return _NUMBER.sub("N", " ".join(text.split()))[:MAX_MESSAGE_CHARS]
+
+
+def group_issues(issues: list[FileIssue]) -> list[IssueGroup]:
+    """``issues`` grouped by severity and reason, the largest groups first within each
+    severity (errors, then skipped, warnings and pending)."""
+    groups: dict[tuple[str, str], list[FileIssue]] = {}
+    for issue in issues:
+        groups.setdefault((issue.severity, _reason(issue)), []).append(issue)
+    order = {name: i for i, name in enumerate(SEVERITIES)}
+    ranked = sorted(
+        groups.values(), key=lambda g: (order.get(g[0].severity, len(order)), -len(g), g[0].path)
+    )
+    return [
+        IssueGroup(
+            members[0].severity,
+            short_message(members[0].message),
+            len(members),
+            [m.path for m in members[:MAX_GROUP_EXAMPLES]],
+        )
+        for members in ranked
+    ]
 
 
 @dataclass(frozen=True)
@@ -60,6 +126,10 @@ class SourceStatus:
     def count(self, severity: str) -> int:
         return sum(1 for i in self.issues if i.severity == severity)
 
+    def issue_groups(self) -> list[IssueGroup]:
+        """The source's problems grouped by severity and reason."""
+        return group_issues(self.issues)
+
     def as_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -88,6 +158,7 @@ class SourceStatus:
             "warnings": [i.__dict__ for i in self.issues if i.severity == "warning"],
             # items indexed without the costly work a deferred pass will do (OCR)
             "pending": [i.__dict__ for i in self.issues if i.severity == "pending"],
+            "problem_groups": [g.as_json() for g in self.issue_groups()],
         }
 
 

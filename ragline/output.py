@@ -13,14 +13,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from rag_serving.search.engine import SearchHit, SearchResult
-from rag_serving.status import IndexStatus, SourceStatus
+from rag_serving.status import IndexStatus, SourceStatus, short_message
 from rag_serving.text import printable
 
 console = Console()
 err_console = Console(stderr=True)
 _BOLD = re.compile(r"\*\*(.+?)\*\*")
 STATUS_WIDTH = 80
-MAX_LISTED = 10  # problem items listed per source and severity
+MAX_LISTED = 10  # groups of problems listed per source and severity
 
 
 def print_json(data: Any) -> None:
@@ -177,14 +177,22 @@ def _render_attention(out: Console, s: SourceStatus, now: datetime) -> None:
             f"[yellow]pending[/] {name}: {p.new} new, {p.changed} changed, {p.deleted} deleted "
             "since the last completed run"
         )
+    groups = s.issue_groups()
     for severity, colour in (("error", "red"), ("skipped", "yellow"), ("pending", "cyan")):
-        issues = [i for i in s.issues if i.severity == severity]
-        for issue in issues[:MAX_LISTED]:
+        mine = [g for g in groups if g.severity == severity]
+        for group in mine[:MAX_LISTED]:
+            message = safe_text(short_message(group.message))
+            if group.count == 1:
+                where = safe_text(group.examples[0])
+                out.print(f"[{colour}]{severity}[/] {name}:{where}: {message}")
+                continue
+            examples = ", ".join(safe_text(path) for path in group.examples)
             out.print(
-                f"[{colour}]{severity}[/] {name}:{safe_text(issue.path)}: {safe_text(issue.message)}"
+                f"[{colour}]{severity}[/] {name}: {group.count} items (e.g. {examples}): {message}"
             )
-        if len(issues) > MAX_LISTED:
+        if len(mine) > MAX_LISTED:
+            rest = mine[MAX_LISTED:]
             out.print(
-                f"[{colour}]{severity}[/] {name}: … and {len(issues) - MAX_LISTED} more "
-                "(`ragline status --json` lists them all)"
+                f"[{colour}]{severity}[/] {name}: … and {sum(g.count for g in rest)} more in "
+                f"{len(rest)} more groups (`ragline status --json` lists them all)"
             )

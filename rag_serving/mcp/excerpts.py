@@ -38,6 +38,9 @@ class Excerpt:
     text: str
     truncated: bool
     section: str | None
+    # Where the rest starts when the character cap cut a line short (else None).
+    next_line: int | None = None
+    next_char: int | None = None
 
 
 @dataclass(frozen=True)
@@ -110,8 +113,20 @@ class Body:
         key = _norm(wanted.lstrip("#"))
         return next((p for p in self.parts if key in (_norm(p.anchor), _norm(p.label))), None)
 
-    def cut(self, start: int, end: int, max_lines: int, section: str | None = None) -> Excerpt:
-        """File lines ``start``..``end`` (inclusive), at most ``max_lines`` of them."""
+    def cut(
+        self,
+        start: int,
+        end: int,
+        max_lines: int,
+        section: str | None = None,
+        max_chars: int | None = None,
+        start_char: int = 0,
+    ) -> Excerpt:
+        """File lines ``start``..``end`` (inclusive), at most ``max_lines`` of them and
+        ``max_chars`` characters, the first line from its character ``start_char``.
+
+        A line longer than what is left of ``max_chars`` is cut; the excerpt then says
+        where the rest starts (``next_line``, ``next_char``)."""
         if end < start:
             raise RangeError(f"end_line {end} is before start_line {start}")
         if start > self.last_line:
@@ -129,7 +144,29 @@ class Body:
         if truncated:
             end = start + max_lines - 1
         lines = self.lines[start - self.first_line : end - self.first_line + 1]
-        return Excerpt(start, end, "\n".join(lines), truncated, section)
+        if start_char:
+            if start_char > len(lines[0]):
+                raise RangeError(
+                    f"start_char {start_char} is past the end of line {start} "
+                    f"({len(lines[0])} characters)"
+                )
+            lines[0] = lines[0][start_char:]
+        if max_chars is None:
+            return Excerpt(start, end, "\n".join(lines), truncated, section)
+        kept: list[str] = []
+        room = max_chars
+        for number, line in enumerate(lines, start):
+            if len(line) <= room:
+                kept.append(line)
+                room -= len(line) + 1
+                continue
+            if kept and room < len(line) // 2:
+                # End on a whole line when most of this one would not fit anyway.
+                return Excerpt(start, number - 1, "\n".join(kept), True, section, number, 0)
+            offset = (start_char if number == start else 0) + max(room, 0)
+            kept.append(line[: max(room, 0)])
+            return Excerpt(start, number, "\n".join(kept), True, section, number, offset)
+        return Excerpt(start, end, "\n".join(kept), truncated, section)
 
     def sections(self) -> list[Section]:
         """Every heading of the body and the lines its section spans."""

@@ -90,8 +90,16 @@ class OpenOutput(BaseModel):
     line_end: int = Field(description="File line of the last returned line (inclusive).")
     body_start_line: int = Field(description="First line after the YAML frontmatter.")
     last_line: int = Field(description="Last line of the note as indexed.")
-    truncated: bool = Field(description="True when max_lines cut the range short.")
+    truncated: bool = Field(description="True when max_lines or max_chars cut the range short.")
     text: str
+    next_line: int | None = Field(
+        default=None,
+        description="When max_chars cut the text short: the file line where the rest starts "
+        "(open again with start_line=next_line and start_char=next_char).",
+    )
+    next_char: int | None = Field(
+        default=None, description="The character of next_line where the rest starts."
+    )
     frontmatter: dict[str, Any] | None = Field(
         description="Frontmatter properties (when the whole note or its start is returned)."
     )
@@ -201,6 +209,15 @@ class FileIssueOut(BaseModel):
     message: str
 
 
+class ProblemGroupOut(BaseModel):
+    """Problems of one severity that share a reason."""
+
+    severity: str
+    message: str = Field(description="The first item's message.")
+    count: int
+    examples: list[str] = Field(description="Paths of the first few items.")
+
+
 class FailedRunOut(BaseModel):
     run_id: str
     step: str | None = Field(description="The stage that failed, when known.")
@@ -218,12 +235,21 @@ class SourceStatusOut(SourceInfo):
         description="Items new/changed/deleted on disk that search does not serve yet."
     )
     pending_error: str | None
-    errors: list[FileIssueOut]
-    skipped: list[FileIssueOut]
-    warnings: list[FileIssueOut]
+    problem_counts: dict[str, int] = Field(
+        default_factory=dict,
+        description="Items per severity: error, skipped, warning, pending.",
+    )
+    problem_groups: list[ProblemGroupOut] = Field(
+        default_factory=list,
+        description="Problems grouped by severity and reason, largest first (at most 20).",
+    )
+    errors: list[FileIssueOut] = Field(description="The first 20 items that failed.")
+    skipped: list[FileIssueOut] = Field(description="The first 20 items skipped by rule.")
+    warnings: list[FileIssueOut] = Field(description="The first 20 items indexed with a warning.")
     pending: list[FileIssueOut] = Field(
         default_factory=list,
-        description="Items indexed without work queued for a deferred pass (OCR of pages).",
+        description="The first 20 items indexed without work queued for a deferred pass "
+        "(OCR of pages).",
     )
 
 

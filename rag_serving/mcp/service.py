@@ -25,6 +25,7 @@ from rag_serving.mcp.models import (
     ListSourcesOutput,
     NeighborsOutput,
     OpenOutput,
+    ProblemGroupOut,
     ReindexOutput,
     SearchOutput,
     SourceInfo,
@@ -36,7 +37,19 @@ from rag_serving.mcp.search import SearchRequest, VisibleVocabularies, run_searc
 from rag_serving.mcp.threads import thread_messages
 from rag_serving.mcp.tool_errors import redact_paths
 from rag_serving.search.engine import SearchEngine
-from rag_serving.status import SourceStatus, index_status
+from rag_serving.status import (
+    MAX_ISSUE_GROUPS,
+    MAX_LISTED_ISSUES,
+    SEVERITIES,
+    SourceStatus,
+    index_status,
+    short_message,
+)
+
+# Characters `open` returns unless asked for fewer or more (a 5 MB one-line note
+# would otherwise come back whole, whatever max_lines says).
+DEFAULT_OPEN_CHARS = 40_000
+MAX_OPEN_CHARS = 400_000
 
 
 class RaglineService:
@@ -92,6 +105,8 @@ class RaglineService:
         end_line: int | None = None,
         section: str | None = None,
         max_lines: int = 400,
+        max_chars: int = DEFAULT_OPEN_CHARS,
+        start_char: int = 0,
     ) -> OpenOutput:
         engine = self.engine
         with self._read_lock:
@@ -105,7 +120,7 @@ class RaglineService:
             whole = symbol_range(engine.store, table, chunk) if table else None
             chunk_range = whole or chunk_range  # a code chunk: its whole symbol
         start, end, heading, anchor = body.choose_range(start_line, end_line, section, chunk_range)
-        excerpt = body.cut(start, end, max_lines, heading)
+        excerpt = body.cut(start, end, max_lines, heading, max_chars, start_char)
         frontmatter = json.loads(doc["frontmatter_json"] or "{}") or None
         return OpenOutput(
             doc_id=doc["doc_id"],
@@ -125,6 +140,8 @@ class RaglineService:
             last_line=body.last_line,
             truncated=excerpt.truncated,
             text=excerpt.text,
+            next_line=excerpt.next_line,
+            next_char=excerpt.next_char,
             frontmatter=frontmatter if excerpt.line_start == body.first_line else None,
             modified=_iso(doc["modified"]),
             indexed_at=_iso(doc["indexed_at"]),
@@ -190,29 +207,44 @@ class RaglineService:
 
     def status(self, access: Access) -> StatusOutput:
         report = index_status(self._visible_config(access), check_pending=True)
+
+        # Server paths are only shown to the local user.
+        def shown(text: str) -> str:
+            return self._shown(access, text)
+
         sources = []
         for s in report.sources:
             if not access.can_see(s.name):
                 continue
             data = s.as_json()
             failure, pending_error = data["last_failure"], s.pending_error
-            if not access.local:  # server paths are only shown to the local user
-                roots = [src.path for src in self.config.sources if src.path]
-                if failure:
-                    failure = {**failure, "message": redact_paths(failure["message"], roots)}
-                if pending_error:
-                    pending_error = redact_paths(pending_error, roots)
+            if failure:
+                failure = {**failure, "message": shown(failure["message"])}
+            listed = {
+                severity: [
+                    FileIssueOut(
+                        path=i.path, severity=i.severity, message=shown(short_message(i.message))
+                    )
+                    for i in [i for i in s.issues if i.severity == severity][:MAX_LISTED_ISSUES]
+                ]
+                for severity in SEVERITIES
+            }
             sources.append(
                 SourceStatusOut(
                     **_source_fields(s, access),
                     last_run_id=s.last_run_id,
                     last_failure=failure,
                     pending_changes=data["pending_changes"],
-                    pending_error=pending_error,
-                    errors=[FileIssueOut(**i) for i in data["errors"]],
-                    skipped=[FileIssueOut(**i) for i in data["skipped"]],
-                    warnings=[FileIssueOut(**i) for i in data["warnings"]],
-                    pending=[FileIssueOut(**i) for i in data["pending"]],
+                    pending_error=shown(pending_error) if pending_error else None,
+                    problem_counts={severity: s.count(severity) for severity in SEVERITIES},
+                    problem_groups=[
+                        ProblemGroupOut(**{**g.as_json(), "message": shown(g.message)})
+                        for g in s.issue_groups()[:MAX_ISSUE_GROUPS]
+                    ],
+                    errors=listed["error"],
+                    skipped=listed["skipped"],
+                    warnings=listed["warning"],
+                    pending=listed["pending"],
                 )
             )
         return StatusOutput(
@@ -234,8 +266,8 @@ class RaglineService:
             status=outcome.status,
             success=outcome.success,
             seconds=round(outcome.seconds, 2),
-            error=outcome.error,
-            summary=outcome.summary(),
+            error=self._shown(access, outcome.error) if outcome.error else None,
+            summary=self._shown(access, outcome.summary()),
             assets=outcome.assets,
             run_url=outcome.run_url,
             documents=counts.documents if counts else None,
@@ -243,6 +275,14 @@ class RaglineService:
         )
 
     # ---- helpers ---------------------------------------------------------------
+
+    def _shown(self, access: Access, text: str) -> str:
+        """``text`` as ``access`` may read it: server paths only for the local user."""
+        if access.local:
+            return text
+        return redact_paths(
+            text, [s.path for s in self.config.sources if s.path] + [self.config.data_dir]
+        )
 
     def _table(self) -> str | None:
         generation = self.engine.generation

@@ -31,7 +31,7 @@ from rag_serving.mcp.models import (
     StatusOutput,
 )
 from rag_serving.mcp.search import SearchRequest
-from rag_serving.mcp.service import RaglineService
+from rag_serving.mcp.service import DEFAULT_OPEN_CHARS, MAX_OPEN_CHARS, RaglineService
 from rag_serving.mcp.tool_errors import crash_reason, one_line, redact_paths
 
 T = TypeVar("T")
@@ -233,6 +233,18 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
         ] = None,
         section: Annotated[str | None, Field(description="A heading or heading path.")] = None,
         max_lines: Annotated[int, Field(ge=1, le=5000, description="Cap on returned lines.")] = 400,
+        max_chars: Annotated[
+            int,
+            Field(
+                ge=100,
+                le=MAX_OPEN_CHARS,
+                description="Cap on returned characters; a longer range ends at next_line / "
+                "next_char.",
+            ),
+        ] = DEFAULT_OPEN_CHARS,
+        start_char: Annotated[
+            int, Field(ge=0, description="Character of start_line to begin at (next_char).")
+        ] = 0,
     ) -> OpenOutput:
         return await call(
             service.open,
@@ -243,6 +255,8 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
             end_line=end_line,
             section=section,
             max_lines=max_lines,
+            max_chars=max_chars,
+            start_char=start_char,
         )
 
     async def neighbors(
