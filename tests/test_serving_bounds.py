@@ -26,6 +26,7 @@ LOCAL = Access(user="local", sources=None, local=True)
 BETA_SYMBOLS = ("rotate_vault_credentials", "RotationPolicy", "decrypt_wallet_seed")
 BROKEN_NOTES = 45  # more than any list in a status answer may hold
 LONG_LINE_CHARS = 300_000
+HUB_LINKS = 260  # links of one note to another: more than `neighbors` lists
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +56,8 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> RaglineConfig:
         "# Long\n\n" + "lorem ipsum " * (LONG_LINE_CHARS // 12) + "\n"
     )
     (notes / "Fine.md").write_text("# Fine\n\nA note about glaciers.\n")
+    links = "".join(f"- [[Fine]] number {n}\n" for n in range(HUB_LINKS))
+    (notes / "Hub.md").write_text("# Hub\n\n" + links)
     for number in range(BROKEN_NOTES):
         (notes / f"binary {number:02}.md").write_bytes(b"\x00\x01binary\x00" * 4)
     sources = [
@@ -171,3 +174,11 @@ def test_open_caps_characters_and_says_where_the_rest_starts(index: RaglineConfi
     # A whole note of normal lines is cut on a line boundary.
     fine = service.open(LOCAL, source="notes", path="Fine.md")
     assert not fine.truncated and fine.next_line is None
+
+
+def test_neighbors_lists_are_capped_and_say_how_many_more(index: RaglineConfig) -> None:
+    service = RaglineService(index)
+    hub = service.neighbors(LOCAL, source="notes", path="Hub.md")
+    assert len(hub.links) == 200 and hub.omitted == {"links": HUB_LINKS - 200}
+    fine = service.neighbors(LOCAL, source="notes", path="Fine.md")
+    assert len(fine.backlinks) == 200 and fine.omitted == {"backlinks": HUB_LINKS - 200}

@@ -186,6 +186,11 @@ class NeighborsOutput(BaseModel):
         description="For a mail message (or an attachment): every message of its thread, "
         "oldest first, this one included.",
     )
+    omitted: dict[str, int] = Field(
+        default_factory=dict,
+        description="Per list cut at 200 entries (links, embeds, backlinks, symbols): how "
+        "many more there are.",
+    )
 
 
 class SourceInfo(BaseModel):

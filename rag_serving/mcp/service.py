@@ -50,6 +50,8 @@ from rag_serving.status import (
 # would otherwise come back whole, whatever max_lines says).
 DEFAULT_OPEN_CHARS = 40_000
 MAX_OPEN_CHARS = 400_000
+# Entries per list `neighbors` returns (a note may hold 100,000 links).
+MAX_NEIGHBORS = 200
 
 
 class RaglineService:
@@ -185,14 +187,19 @@ class RaglineService:
             )
             if access.can_see(edge.origin.source) and not is_commit(edge.origin.path)
         ]
+        lists = {
+            "links": [link for link in outgoing if not link.embed],
+            "embeds": [link for link in outgoing if link.embed],
+            "backlinks": backlinks,
+            "symbols": symbols,
+        }
+        omitted = {name: len(items) - MAX_NEIGHBORS for name, items in lists.items()}
         return NeighborsOutput(
             note=_ref(note),
-            links=[link for link in outgoing if not link.embed],
-            embeds=[link for link in outgoing if link.embed],
-            backlinks=backlinks,
-            symbols=symbols,
+            **{name: items[:MAX_NEIGHBORS] for name, items in lists.items()},
             commits=commits,
             thread=thread,
+            omitted={name: count for name, count in omitted.items() if count > 0},
         )
 
     def list_sources(self, access: Access) -> ListSourcesOutput:
