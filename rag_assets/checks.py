@@ -3,6 +3,8 @@ a failure fails the run, so a broken index is never reported as fresh)."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +27,12 @@ MAX_LISTED_ITEMS = 20
 # hides longer values behind a click).
 INLINE_MARKDOWN_CHARS = 990
 MESSAGE_CHARS = 160
+# The run's log says what went wrong in one summary (the metadata table and the
+# items_indexed check list the items): at most this many reasons, with a few examples.
+SUMMARY_REASONS = 10
+SUMMARY_EXAMPLES = 3
+SUMMARY_PATH_CHARS = 120
+_NUMBERS = re.compile(r"\d[\d,.]*")
 
 # What each check verifies, as the UI shows it next to the check.
 DESCRIPTIONS = {
@@ -99,6 +107,46 @@ def problems_table(rows: list[tuple[str, str, str]], total: int | None = None) -
     if total > shown:
         lines.append(f"| … | | {total - shown} more: `ragline status` lists them all |")
     return "\n".join(lines)
+
+
+def problems_summary(source: str, rows: Iterable[tuple[str, str, str]]) -> str | None:
+    """One log message for a stage's (item, severity, reason) rows: the counts per
+    severity, then the commonest reasons (messages that differ only in their numbers
+    count as one) with how many items each and a few of them. None for no rows.
+
+    Its size does not grow with the rows: a committed ``node_modules/`` of 100,000
+    files is one message, not 100,000 events in the run's log."""
+    groups: dict[tuple[str, str], tuple[str, list[str], list[int]]] = {}
+    severities: dict[str, int] = {}
+    total = 0
+    for path, severity, message in rows:
+        total += 1
+        severities[severity] = severities.get(severity, 0) + 1
+        key = (severity, _NUMBERS.sub("#", message))
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = (message, [], [0])
+        if len(group[1]) < SUMMARY_EXAMPLES:
+            group[1].append(path)
+        group[2][0] += 1
+    if not total:
+        return None
+    counts = ", ".join(f"{n} {severity}" for severity, n in severities.items())
+    lines = [f"{source}: {total} item(s) with problems ({counts}); `ragline status` lists them"]
+    ranked = sorted(groups.items(), key=lambda kv: -kv[1][2][0])
+    for (severity, _), (message, examples, (count,)) in ranked[:SUMMARY_REASONS]:
+        shown = ", ".join(_cut(printable(p), SUMMARY_PATH_CHARS) for p in examples)
+        more = ", …" if count > len(examples) else ""
+        reason = _cut(" ".join(message.split()), MESSAGE_CHARS)
+        lines.append(f"  {count} {severity}: {reason} (e.g. {shown}{more})")
+    if len(ranked) > SUMMARY_REASONS:
+        rest = sum(group[2][0] for _, group in ranked[SUMMARY_REASONS:])
+        lines.append(f"  … {len(ranked) - SUMMARY_REASONS} more reasons ({rest} items)")
+    return "\n".join(lines)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @dataclass(frozen=True)

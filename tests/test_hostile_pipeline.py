@@ -1,0 +1,71 @@
+"""Hostile inputs for the pipeline (issue 26): each test indexes a real source (a git
+repository built with git, a Markdown vault, a Calibre library made by calibredb)
+through the Dagster job into LanceDB and Tantivy, and checks that the hostile item
+costs a bounded amount and is recorded as a problem, never failing its source.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from rag_serving.config import RaglineConfig, parse_config_file
+from rag_serving.index.store import sql_string
+from rag_serving.search.engine import SearchEngine
+from ragline.indexing import InProcessIndexer
+from tests.conftest import write_config
+from tests.git_repos import commit_files, init_repo
+
+SKIPPED_FILES = 2_000
+
+
+def run_source(config: RaglineConfig, name: str) -> tuple[InProcessIndexer, str, dict]:
+    """One run of the indexing job for ``name``: (indexer, run id, metadata)."""
+    indexer = InProcessIndexer(config)
+    indexer.add_partitions([name])
+    outcome = indexer.run(name)
+    assert outcome.success, outcome.error
+    return indexer, outcome.run_id, outcome.metadata
+
+
+def rows(config: RaglineConfig, table: str, source: str) -> list[dict]:
+    store = SearchEngine(config).store
+    return store.read(table, where=f"source = {sql_string(source)}").to_pylist()
+
+
+# ---- item 9: one Dagster event per skipped file ------------------------------------
+
+
+def test_a_committed_node_modules_logs_one_summary_not_an_event_per_file(
+    tmp_path: Path,
+) -> None:
+    repo = init_repo(tmp_path / "repo")
+    files: dict[str, str | bytes | None] = {
+        f"node_modules/pkg{i // 100}/file{i}.js": f"module.exports = {i};\n"
+        for i in range(SKIPPED_FILES)
+    }
+    files["app.py"] = "def greet(name):\n    return f'hello {name}'\n"
+    files["README.md"] = "# Greeter\n\nSays hello to whoever asks.\n"
+    commit_files(repo, "app with its dependencies committed", files)
+    source = {"name": "code", "kind": "git", "path": str(repo), "history": False}
+    config = parse_config_file(write_config(tmp_path, [source], tmp_path / "data"))
+
+    indexer, run_id, metadata = run_source(config, "code")
+
+    assert metadata["raw_files"]["skipped"] == SKIPPED_FILES
+    assert {r["path"] for r in rows(config, "documents", "code")} == {"app.py", "README.md"}
+    logs = indexer.instance.all_logs(run_id)
+    messages = [e for e in logs if e.dagster_event is None]
+    warnings = [e for e in messages if e.level >= logging.WARNING]
+    # One summary, whatever the number of skipped files; a run's own events are ~100.
+    assert len(warnings) == 1, len(warnings)
+    assert len(logs) < 300, len(logs)
+    [summary] = warnings
+    text = summary.user_message
+    assert f"{SKIPPED_FILES} skipped" in text and "vendored code (under node_modules/)" in text
+    assert "node_modules/pkg0/file0.js" in text  # a few examples
+    assert len(text) < 3_000
+    # Every problem is still recorded, one per item.
+    assert len(rows(config, "file_issues", "code")) == SKIPPED_FILES
