@@ -7,8 +7,13 @@ Each builder writes a file with the library that reads it back in production
 from __future__ import annotations
 
 import io
+import struct
+import zipfile
+import zlib
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import IO
 
 OCR_TEXT = (
     "Quarterly maintenance report for the northern pumping station.\n"
@@ -158,3 +163,148 @@ def truncate(source: Path, target: Path, keep: float = 0.5) -> Path:
     data = source.read_bytes()
     target.write_bytes(data[: int(len(data) * keep)])
     return target
+
+
+# ---- hostile inputs (issue 26): small files that unpack or render to gigabytes ----
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    import struct
+    import zlib
+
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def make_png_bomb(path: Path, width: int = 30_000, height: int = 30_000) -> Path:
+    """A 1-bit black PNG of ``width`` × ``height`` pixels, streamed (30,000² is ~109 kB
+    on disk and 900 Mpx decoded): what a decoder allocates follows the header."""
+    import struct
+    import zlib
+
+    row = bytes(1 + (width + 7) // 8)  # filter byte 0, then black pixels: one long run
+    packer = zlib.compressobj(9)
+    parts = [packer.compress(row * min(1000, height - done)) for done in range(0, height, 1000)]
+    parts.append(packer.flush())
+    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)  # 1-bit greyscale
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n"
+        + _png_chunk(b"IHDR", header)
+        + _png_chunk(b"IDAT", b"".join(parts))
+        + _png_chunk(b"IEND", b"")
+    )
+    return path
+
+
+# A member's content, written in pieces so that a gigabyte never sits in memory.
+MemberWriter = Callable[[IO[bytes]], None]
+
+
+def padded(prefix: bytes, pad: int, suffix: bytes, fill: bytes = b" ") -> MemberWriter:
+    """``prefix``, then ``pad`` bytes of ``fill`` (1 MiB at a time), then ``suffix``."""
+
+    def write(out: IO[bytes]) -> None:
+        out.write(prefix)
+        block = fill * ((1 << 20) // len(fill))
+        left = pad
+        while left > 0:
+            out.write(block[:left])
+            left -= len(block)
+        out.write(suffix)
+
+    return write
+
+
+def pad_before(data: bytes, marker: bytes, pad: int, fill: bytes = b" ") -> MemberWriter:
+    """``data`` with ``pad`` bytes of ``fill`` inserted before the last ``marker``."""
+    at = data.rindex(marker)
+    return padded(data[:at], pad, data[at:], fill)
+
+
+def rewrite_zip(
+    source: Path,
+    target: Path,
+    members: dict[str, bytes | MemberWriter] | None = None,
+    compress_type: int = zipfile.ZIP_DEFLATED,
+) -> Path:
+    """A copy of the ZIP package ``source`` with ``members`` replaced (or added at the
+    end): bytes as they are, a ``MemberWriter`` streamed; ``compress_type`` for those."""
+    members = dict(members or {})
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(target, "w") as new:
+        for info in old.infolist():
+            content = members.pop(info.filename, None)
+            if content is None:
+                new.writestr(info, old.read(info.filename), compress_type=info.compress_type)
+            else:
+                _write_member(new, info.filename, content, compress_type)
+        for name, content in members.items():
+            _write_member(new, name, content, compress_type)
+    return target
+
+
+def _write_member(
+    package: zipfile.ZipFile, name: str, content: bytes | MemberWriter, compress_type: int
+) -> None:
+    info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
+    info.compress_type = compress_type
+    if isinstance(content, bytes):
+        package.writestr(info, content, compresslevel=9)
+        return
+    package.compresslevel = 9
+    with package.open(info, "w", force_zip64=True) as out:
+        content(out)
+
+
+def forge_declared_size(path: Path, member: str, declared: int) -> Path:
+    """Make ``member``'s headers declare ``declared`` bytes (less than its data inflates
+    to), with the CRC of that prefix: what zipfile reads back then passes its checks."""
+    with zipfile.ZipFile(path) as package:
+        info = package.getinfo(member)
+        with package.open(info) as data:
+            crc = zlib.crc32(data.read(declared))
+    raw = bytearray(path.read_bytes())
+    name = member.encode()
+    local = info.header_offset
+    assert raw[local : local + 4] == b"PK\x03\x04"
+    struct.pack_into("<L", raw, local + 14, crc)
+    _patch_size(raw, local + 22, local + 30 + len(name), declared)
+    central = raw.find(b"PK\x01\x02")
+    while central >= 0:
+        name_length = struct.unpack_from("<H", raw, central + 28)[0]
+        if raw[central + 46 : central + 46 + name_length] == name:
+            struct.pack_into("<L", raw, central + 16, crc)
+            _patch_size(raw, central + 24, central + 46 + name_length, declared)
+            break
+        central = raw.find(b"PK\x01\x02", central + 4)
+    path.write_bytes(bytes(raw))
+    return path
+
+
+def _patch_size(raw: bytearray, field: int, name_end: int, size: int) -> None:
+    """Set an uncompressed-size field, or its ZIP64 extra when the field says 0xFFFFFFFF."""
+    if struct.unpack_from("<L", raw, field)[0] != 0xFFFFFFFF:
+        struct.pack_into("<L", raw, field, size)
+        return
+    assert raw[name_end : name_end + 2] == b"\x01\x00"  # the ZIP64 extra, size first
+    struct.pack_into("<Q", raw, name_end + 4, size)
+
+
+def make_epub(path: Path, chapters: list[tuple[str, str]], title: str = "Field notes") -> Path:
+    """An EPUB 3 written by ebooklib: one spine document per ``(title, html body)``."""
+    from ebooklib import epub
+
+    book = epub.EpubBook()
+    book.set_identifier(f"ragline-test-{path.stem}")
+    book.set_title(title)
+    book.set_language("en")
+    items = []
+    for number, (heading, body) in enumerate(chapters, start=1):
+        item = epub.EpubHtml(title=heading, file_name=f"chapter{number}.xhtml", lang="en")
+        item.content = f"<html><body><h1>{heading}</h1>{body}</body></html>"
+        book.add_item(item)
+        items.append(item)
+    book.toc = items
+    book.spine = ["nav", *items]
+    book.add_item(epub.EpubNcx())
+    book.add_item(epub.EpubNav())
+    epub.write_epub(str(path), book)
+    return path

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 import zipfile
-import zlib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rag_assets.formats.archive import ZIP_ERRORS, check_archive
 from rag_assets.formats.model import ItemError, ItemSkipped, ParsedDocument, ParseOptions
 from rag_assets.formats.text import (
     cap_text,
@@ -26,22 +26,15 @@ from rag_assets.formats.text import (
 
 __all__ = ["ZIP_ERRORS", "check_office_container", "office_core_properties", "parse_docx"]
 
-# What a damaged ZIP raises while it is opened or a member read: CRC, inflate, short
-# data; RuntimeError for a member flagged as encrypted and (NotImplementedError) an
-# unsupported version or compression method.
-ZIP_ERRORS: tuple[type[BaseException], ...] = (
-    zipfile.BadZipFile,
-    zipfile.LargeZipFile,
-    zlib.error,
-    EOFError,
-    RuntimeError,
-)
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _HEADING_STYLE = re.compile(r"^heading\s*([1-9])$")
 
 
-def check_office_container(full_path: Path, kind: str, legacy: str) -> None:
-    """Reject files that are not an Office Open XML (ZIP) package, with the reason.
+def check_office_container(
+    full_path: Path, kind: str, legacy: str, options: ParseOptions | None = None
+) -> None:
+    """Reject files that are not an Office Open XML (ZIP) package, with the reason, and
+    (with ``options``) packages that would unpack past the source's caps (archive.py).
 
     ``kind`` names the format ("DOCX"); ``legacy`` its old binary format (".doc").
     Encrypted OOXML files are OLE containers: msoffcrypto tells them from legacy files.
@@ -66,6 +59,8 @@ def check_office_container(full_path: Path, kind: str, legacy: str) -> None:
         raise ItemError(f"cannot read the file ({exc.strerror}); check its permissions") from None
     if not head.startswith(b"PK"):
         raise ItemError(f"not a {kind} file (no ZIP container); re-save it as {kind}")
+    if options is not None:
+        check_archive(full_path, options.limits, kind)
 
 
 def _is_encrypted(f: Any) -> bool:
@@ -168,7 +163,7 @@ class _Writer:
 
 def parse_docx(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
     """Parse one .docx file: headings, paragraphs, lists and tables in document order."""
-    check_office_container(full_path, "DOCX", ".doc")
+    check_office_container(full_path, "DOCX", ".doc", options)
     import docx
     from docx.opc.exceptions import PackageNotFoundError
     from lxml.etree import LxmlError

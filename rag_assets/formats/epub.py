@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from rag_assets.formats.docx import ZIP_ERRORS
+from rag_assets.formats.archive import ZIP_ERRORS, check_archive
 from rag_assets.formats.html import decode_html, html_text
 from rag_assets.formats.model import (
     BodyBuilder,
@@ -51,21 +51,29 @@ def _reader_class() -> type:
             self.missing: list[str] = []
             self.damaged: list[str] = []
             self.nav_failed = False
+            # Each member read once: a manifest may name one member under thousands of
+            # ids, and ebooklib would hold a copy per id (emptied after loading).
+            self.read_once: dict[str, bytes] = {}
 
         def read_file(self, name: str) -> bytes:
+            name = posixpath.normpath(name)
+            if name in self.read_once:
+                return self.read_once[name]
+            data = b""
             if name.lower().endswith(_UNREAD_SUFFIXES):
                 try:
-                    self.zf.getinfo(posixpath.normpath(name))
+                    self.zf.getinfo(name)
                 except KeyError:
-                    self.missing.append(posixpath.normpath(name))
-                return b""
-            try:
-                return bytes(super().read_file(name))
-            except KeyError:
-                self.missing.append(posixpath.normpath(name))
-            except ZIP_ERRORS:  # a damaged member costs that chapter, not the book
-                self.damaged.append(posixpath.normpath(name))
-            return b""
+                    self.missing.append(name)
+            else:
+                try:
+                    data = bytes(super().read_file(name))
+                except KeyError:
+                    self.missing.append(name)
+                except ZIP_ERRORS:  # a damaged member costs that chapter, not the book
+                    self.damaged.append(name)
+            self.read_once[name] = data
+            return data
 
         def _parse_nav(self, data: Any, base_path: str, navtype: str = "toc") -> None:
             try:
@@ -151,12 +159,14 @@ def parse_epub(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedD
             raise ItemSkipped("empty file")
     except OSError as exc:
         raise ItemError(f"cannot read the file ({exc.strerror}); check its permissions") from None
+    check_archive(full_path, options.limits, "EPUB")
     from ebooklib import epub
     from lxml import etree
 
     reader = _reader_class()(str(full_path))
     try:
         book = reader.load()
+        reader.read_once.clear()
     except (epub.EpubException, OSError, *ZIP_ERRORS) as exc:
         raise ItemError(
             f"not a valid EPUB ({_reason(exc, full_path)}); re-export or exclude the file"
@@ -183,8 +193,11 @@ def parse_epub(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedD
     titles = _toc_titles(book)
     builder = BodyBuilder()
     seen: set[str] = set()
+    by_id: dict[str, Any] = {}
+    for entry in book.get_items():  # first of an id wins, as in get_item_with_id
+        by_id.setdefault(entry.id, entry)
     for idref, _linear in book.spine:
-        item = book.get_item_with_id(idref)
+        item = by_id.get(idref)
         if item is None or item.media_type not in _HTML_TYPES or isinstance(item, epub.EpubNav):
             continue
         name = posixpath.normpath(item.get_name())

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from rag_assets.formats.docx import ZIP_ERRORS, check_office_container, office_core_properties
+from rag_assets.formats.archive import ZIP_ERRORS
+from rag_assets.formats.docx import check_office_container, office_core_properties
 from rag_assets.formats.model import (
     BodyBuilder,
     ItemError,
@@ -81,7 +82,7 @@ def _slide(slide: Any) -> tuple[str | None, str]:
 
 def parse_pptx(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
     """Parse one .pptx file into one section per slide."""
-    check_office_container(full_path, "PPTX", ".ppt")
+    check_office_container(full_path, "PPTX", ".ppt", options)
     import pptx
     from lxml.etree import LxmlError
     from pptx.exc import PackageNotFoundError

@@ -14,7 +14,8 @@ from datetime import date, datetime, time
 from pathlib import Path
 from typing import Any
 
-from rag_assets.formats.docx import ZIP_ERRORS, check_office_container, office_core_properties
+from rag_assets.formats.archive import ZIP_ERRORS
+from rag_assets.formats.docx import check_office_container, office_core_properties
 from rag_assets.formats.model import (
     BodyBuilder,
     ItemError,
@@ -107,7 +108,7 @@ def _sheet_text(sheet: Any, max_rows: int) -> tuple[str, int]:
 
 def parse_xlsx(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
     """Parse one .xlsx workbook into one section per sheet."""
-    check_office_container(full_path, "XLSX", ".xls")
+    check_office_container(full_path, "XLSX", ".xls", options)
     import openpyxl
     from openpyxl.utils.exceptions import InvalidFileException
 
