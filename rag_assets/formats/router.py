@@ -9,13 +9,15 @@ stays cheap (no PyMuPDF, lxml or office libraries).
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import re
 import tempfile
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path, PurePosixPath
 
-from rag_assets.formats.model import ParsedDocument, ParseOptions
+from rag_assets.formats.model import ItemError, ItemSkipped, ParsedDocument, ParseOptions
 from rag_serving.search.filters import TYPE_ALIASES as FILTER_TYPE_ALIASES
 
 # extension (lowercase, with the dot) -> file type
@@ -111,15 +113,42 @@ def parse_file(
     return _parser(type_name)(full_path, rel_path, options)
 
 
+# a suffix kept on a temporary file's name: short, and safe on every file system
+_SAFE_SUFFIX = re.compile(r"^\.[A-Za-z0-9]{1,10}$")
+
+
 def parse_bytes(
     data: bytes, name: str, rel_path: str, type_name: str, options: ParseOptions
 ) -> ParsedDocument:
     """Parse content that is not a file of its own (a git blob, a mail attachment) as
     ``type_name``: the parsers read files, so it is written to a private temporary
-    folder first, under ``name``'s stem so that parser messages name it."""
-    suffix = PurePosixPath(name).suffix or f".{type_name}"
-    stem = PurePosixPath(name).stem[:80] or "item"
+    folder first.
+
+    The temporary file is named by the content's hash (an attachment's name may be
+    too long for the file system, or hold a NUL), keeping ``name``'s suffix only when
+    it is short and plain; library messages that quote the temporary file name the
+    item by ``rel_path``'s last part instead.
+    """
+    suffix = PurePosixPath(name).suffix
+    if not _SAFE_SUFFIX.match(suffix):
+        suffix = f".{type_name}"
+    stem = hashlib.sha256(data).hexdigest()[:24]
     with tempfile.TemporaryDirectory(prefix="ragline-item-") as folder:
         path = Path(folder) / f"{stem}{suffix}"
         path.write_bytes(data)
-        return parse_file(path, rel_path, type_name, options)
+        try:
+            return parse_file(path, rel_path, type_name, options)
+        except (ItemSkipped, ItemError) as exc:
+            message = str(exc)
+            shown = _shown_name(rel_path)
+            for temporary in (str(path), path.name, folder):
+                message = message.replace(temporary, shown)
+            if message == str(exc):
+                raise
+            raise type(exc)(message) from None
+
+
+def _shown_name(rel_path: str) -> str:
+    """The item's last path part, printable and short, for a message."""
+    name = "".join(c if c.isprintable() else "?" for c in PurePosixPath(rel_path).name)
+    return (name if len(name) <= 80 else name[:77] + "...") or "the item"
