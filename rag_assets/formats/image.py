@@ -1,10 +1,16 @@
 """Images (PNG, JPEG, TIFF including multi-page TIFF): text by OCR only.
 
-PyMuPDF opens the image as a document (one page per frame); each page is turned
-into a one-page PDF and recognised at the image's own resolution (kept within
-100-400 dpi) by the same OCR path as scanned PDF pages. An image always needs OCR,
-so in a first pass (``allow_deferred_work=False``) the result is an empty body
-with the OCR recorded in ``deferred``.
+PyMuPDF opens the image as a document (one page per frame) and OCRs each page at
+the image's own resolution (kept within 100-400 dpi) by the same OCR path as
+scanned PDF pages. An image always needs OCR, so in a first pass
+(``allow_deferred_work=False``) the result is an empty body with the OCR recorded
+in ``deferred``.
+
+Decoding a frame costs its pixels whatever the file size (a 109 kB PNG can declare
+30,000 × 30,000): each frame's size is read from its header (MuPDF loads a page's
+image information without decoding it) and a frame over ``[limits]
+max_image_pixels`` is left out, in the first pass already. At most
+``MAX_IMAGE_FRAMES`` frames of one file are read.
 """
 
 from __future__ import annotations
@@ -20,16 +26,23 @@ from rag_assets.formats.model import (
     ParseOptions,
 )
 from rag_assets.formats.ocr import (
+    MAX_DPI,
+    MIN_DPI,
     OCR_DPI,
     deferred_description,
     ocr_available,
+    ocr_dpi,
     ocr_textpage,
     page_ranges,
+    too_large_reason,
 )
 from rag_assets.formats.pdf import OCR_MIN_CHARS, pymupdf_module, text_blocks
 from rag_assets.formats.text import markdown_safe, require_content, short_error
 
-__all__ = ["parse_image"]
+__all__ = ["MAX_IMAGE_FRAMES", "parse_image"]
+
+# Frames of one image file read (a multi-page TIFF); each may cost seconds of OCR.
+MAX_IMAGE_FRAMES = 500
 
 
 def _open(full_path: Path) -> Any:
@@ -49,16 +62,18 @@ def _open(full_path: Path) -> Any:
     return doc
 
 
-def _dpi(page: Any) -> int:
-    """The resolution at which ``page`` shows its image pixel for pixel."""
+def _size(page: Any) -> tuple[int, int, float]:
+    """(width, height, dots per inch) of the image on ``page``, from its header."""
     try:
         infos = page.get_image_info()
-        width = max((int(i.get("width", 0)) for i in infos), default=0)
-    except Exception:
-        width = 0
-    if width <= 0 or page.rect.width <= 0:
-        return OCR_DPI
-    return round(width * 72 / page.rect.width)
+    except Exception:  # a frame MuPDF cannot describe: decoding it would fail too
+        return 0, 0, 0.0
+    if not infos:
+        return 0, 0, 0.0
+    info = max(infos, key=lambda i: int(i.get("width", 0)) * int(i.get("height", 0)))
+    width, height = int(info.get("width", 0)), int(info.get("height", 0))
+    own = width * 72 / page.rect.width if page.rect.width > 0 else float(OCR_DPI)
+    return width, height, own
 
 
 def parse_image(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
@@ -69,40 +84,92 @@ def parse_image(full_path: Path, rel_path: str, options: ParseOptions) -> Parsed
         raise ItemSkipped("image without text layer; OCR is off for this source")
     doc = _open(full_path)
     try:
-        pages = list(range(1, doc.page_count + 1))
+        warnings: list[str] = []
+        frames = doc.page_count
+        if frames > MAX_IMAGE_FRAMES:
+            warnings.append(
+                f"only the first {MAX_IMAGE_FRAMES:,} of {frames:,} frames are read; "
+                "split the file to index the rest"
+            )
+        pages = _within_cap(doc, min(frames, MAX_IMAGE_FRAMES), options, warnings)
         reason = ocr_available(options.ocr_languages)
         if reason:
             raise ItemSkipped(f"image without text layer; {reason}")
-        metadata: dict[str, Any] = {"page_count": len(pages)}
+        metadata: dict[str, Any] = {"page_count": frames}
         if not options.allow_deferred_work:
             return ParsedDocument(
-                body="", metadata=metadata, deferred=(deferred_description(pages),)
+                body="",
+                metadata=metadata,
+                warnings=tuple(warnings),
+                deferred=(deferred_description(pages),),
             )
-        return _ocr(doc, pages, metadata, options, full_path)
+        return _ocr(doc, pages, metadata, options, warnings)
     finally:
         doc.close()
 
 
+def _within_cap(doc: Any, count: int, options: ParseOptions, warnings: list[str]) -> list[int]:
+    """The frames (1-based) whose pixels are within ``max_image_pixels``; the others
+    are named in a warning, or the image is skipped when no frame is left."""
+    cap = options.limits.max_image_pixels
+    pages: list[int] = []
+    too_large: list[tuple[int, int, int]] = []
+    for number in range(1, count + 1):
+        try:
+            width, height, _own = _size(doc.load_page(number - 1))
+        except Exception:  # damaged: the OCR pass says so (or the first pass defers it)
+            width = height = 0
+        if width * height > cap:
+            too_large.append((number, width, height))
+        else:
+            pages.append(number)
+    if not too_large:
+        return pages
+    _, width, height = max(too_large, key=lambda t: t[1] * t[2])
+    what = (
+        f"{width:,} × {height:,} pixels, {width * height / 1e6:,.1f} Mpx, more than "
+        f"[limits] max_image_pixels ({cap / 1e6:,.1f} Mpx)"
+    ).replace(".0 Mpx", " Mpx")
+    if not pages:
+        noun = "image" if count == 1 else f"all {count:,} frames of the image"
+        raise ItemSkipped(f"{noun} too large to decode ({what}); raise the limit to OCR it")
+    numbers = [n for n, _, _ in too_large]
+    noun = "page" if len(numbers) == 1 else "pages"
+    warnings.append(f"{noun} {page_ranges(numbers)} too large to decode ({what}); not OCR'd")
+    return pages
+
+
 def _ocr(
-    doc: Any, pages: list[int], metadata: dict[str, Any], options: ParseOptions, full_path: Path
+    doc: Any,
+    pages: list[int],
+    metadata: dict[str, Any],
+    options: ParseOptions,
+    warnings: list[str],
 ) -> ParsedDocument:
-    pymupdf = pymupdf_module()
     builder = BodyBuilder()
     done: list[int] = []
     failed: list[int] = []
     first_error = ""
+    cap = options.limits.max_image_pixels
     for number in pages:
         try:
-            pdf = pymupdf.open("pdf", doc.convert_to_pdf(number - 1, number - 1))
-            try:
-                page = pdf.load_page(0)
-                textpage = ocr_textpage(page, options, _dpi(page))
-                blocks = text_blocks(textpage.extractDICT(), ocr=True)
-            finally:
-                pdf.close()
+            page = doc.load_page(number - 1)
+            _width, _height, own = _size(page)
+            # The image's own resolution within 100-400 dpi, never finer than the cap allows.
+            wanted = max(MIN_DPI, min(MAX_DPI, round(own))) if own > 0 else OCR_DPI
+            floor = min(MIN_DPI, own) if own > 0 else MIN_DPI
+            dpi = ocr_dpi(page.rect.width, page.rect.height, wanted, cap, floor)
+            if dpi is None:
+                failed.append(number)
+                first_error = first_error or too_large_reason(
+                    page.rect.width, page.rect.height, floor, cap
+                )
+                continue
+            textpage = ocr_textpage(page, options, dpi)
+            blocks = text_blocks(textpage.extractDICT(), ocr=True)
         except Exception as exc:  # damaged pixel data or a Tesseract failure: that frame only
             failed.append(number)
-            first_error = first_error or short_error(exc, full_path)
+            first_error = first_error or short_error(exc)
             continue
         if sum(c.isalnum() for b in blocks for line in b.lines for c in line) < OCR_MIN_CHARS:
             continue
@@ -112,7 +179,6 @@ def _ocr(
         )
         if builder.add(f"page={number}", f"Page {number}", text, ocr=True):
             done.append(number)
-    warnings: list[str] = []
     if failed:
         warnings.append(
             f"pages {page_ranges(failed)} could not be read or OCR'd ({first_error}); "

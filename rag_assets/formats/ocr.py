@@ -4,10 +4,19 @@ PyMuPDF links Tesseract itself but needs Tesseract's language data ("tessdata"),
 which Debian's ``tesseract-ocr`` / ``tesseract-ocr-<lang>`` packages install. OCR
 costs seconds per page, so callers OCR only pages that have no text and, in an
 indexing run's first pass, leave it for a deferred pass (``ParseOptions``).
+
+Memory follows the pixels rendered, so a page is rendered at no more than
+``[limits] max_image_pixels`` (``ocr_dpi``): a 200-inch page is OCR'd at a lower
+resolution, or refused when that would be too coarse to read. The page is
+recognised through MuPDF's OCR device, which renders a grey pixmap and hands it to
+Tesseract directly; PyMuPDF's ``get_textpage_ocr`` renders an RGB pixmap, writes it
+uncompressed into a PDF through a Python file object and reads that back (about
+twice the memory, and a binding traceback in the error when that write fails).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -23,16 +32,21 @@ if TYPE_CHECKING:
     import pymupdf
 
 __all__ = [
+    "MIN_DPI",
     "OCR_DPI",
     "deferred_description",
     "ocr_available",
+    "ocr_dpi",
     "ocr_textpage",
     "page_ranges",
     "tessdata_dir",
+    "too_large_reason",
 ]
 
 OCR_DPI = 200  # Tesseract's accuracy plateaus around 200-300 dpi; cost grows with pixels
-MIN_DPI, MAX_DPI = 100, 400  # bounds for images OCR'd at their own resolution
+# Bounds for images OCR'd at their own resolution; below MIN_DPI body text is too
+# coarse to read (unless the scan itself holds no more detail).
+MIN_DPI, MAX_DPI = 100, 400
 
 _KNOWN_TESSDATA = (
     "/usr/share/tesseract-ocr/5/tessdata",
@@ -107,18 +121,60 @@ def _ocr_available(languages: tuple[str, ...]) -> str | None:
     return None
 
 
-def ocr_textpage(page: pymupdf.Page, options: ParseOptions, dpi: int = OCR_DPI) -> Any:
-    """A ``TextPage`` recognised from ``page`` rendered at ``dpi`` (call ocr_available first).
+def ocr_dpi(
+    width: float, height: float, wanted: float, max_pixels: int, floor: float
+) -> int | None:
+    """The resolution at which to render a ``width`` × ``height`` point page for OCR.
 
-    Raises whatever MuPDF / Tesseract raise; callers turn that into a warning.
+    ``wanted``, or lower when that would render more than ``max_pixels``, as long as
+    it stays at least ``floor`` (what still reads: ``MIN_DPI``, or the scan's own
+    resolution when that is lower: rendering finer than the scan adds no detail).
+    None when even ``floor`` is too many pixels.
     """
-    tessdata = tessdata_dir()
-    return page.get_textpage_ocr(
-        language="+".join(options.ocr_languages),
-        dpi=max(MIN_DPI, min(MAX_DPI, int(dpi))),
-        full=True,
-        tessdata=str(tessdata) if tessdata else None,
+    inches = (width / 72) * (height / 72)
+    dpi = int(wanted) if inches <= 0 else min(int(wanted), int(math.sqrt(max_pixels / inches)))
+    while dpi > 1 and math.ceil(width * dpi / 72) * math.ceil(height * dpi / 72) > max_pixels:
+        dpi -= 1  # rounding up to whole pixels may pass the cap by a row
+    return dpi if dpi >= min(floor, wanted) and dpi >= 1 else None
+
+
+def too_large_reason(width: float, height: float, floor: float, max_pixels: int) -> str:
+    """Why a page of ``width`` × ``height`` points is not OCR'd (``ocr_dpi`` gave None)."""
+    needed = math.ceil(width * floor / 72) * math.ceil(height * floor / 72)
+    return (
+        f"{width / 72:,.0f} × {height / 72:,.0f} in, {needed / 1e6:,.0f} Mpx at "
+        f"{floor:.0f} dpi, more than [limits] max_image_pixels "
+        f"({max_pixels / 1e6:,.0f} Mpx); raise the limit to OCR it"
     )
+
+
+def ocr_textpage(page: pymupdf.Page, options: ParseOptions, dpi: int = OCR_DPI) -> Any:
+    """A ``TextPage`` recognised from ``page`` rendered at ``dpi`` (call ocr_available
+    first, and ocr_dpi for a ``dpi`` within the pixel cap).
+
+    Raises whatever MuPDF / Tesseract raise; callers turn that into a warning
+    (``text.short_error`` keeps it to one clean line).
+    """
+    import pymupdf
+
+    mupdf = pymupdf.mupdf
+    tessdata = tessdata_dir()
+    zoom = dpi / 72
+    ctm = mupdf.FzMatrix(zoom, 0, 0, zoom, 0, 0)
+    fz_page = page.this if isinstance(page.this, mupdf.FzPage) else mupdf.FzPage(page.this)
+    mediabox = mupdf.fz_transform_rect(mupdf.fz_bound_page(fz_page), ctm)
+    stext = mupdf.FzStextPage(mediabox)
+    target = mupdf.fz_new_stext_device(stext, mupdf.FzStextOptions())
+    device = mupdf.fz_new_ocr_device(
+        target, ctm, mediabox, 0, "+".join(options.ocr_languages), str(tessdata or ""), None, None
+    )
+    try:
+        # The content is drawn with this matrix: that sets the pixels Tesseract gets.
+        mupdf.fz_run_page(fz_page, device, ctm, mupdf.FzCookie())
+        mupdf.fz_close_device(device)
+    finally:
+        mupdf.fz_close_device(target)
+    return pymupdf.TextPage(stext)
 
 
 def page_ranges(numbers: list[int]) -> str:

@@ -32,7 +32,16 @@ from rag_assets.formats.model import (
     ParsedDocument,
     ParseOptions,
 )
-from rag_assets.formats.ocr import deferred_description, ocr_available, ocr_textpage, page_ranges
+from rag_assets.formats.ocr import (
+    MIN_DPI,
+    OCR_DPI,
+    deferred_description,
+    ocr_available,
+    ocr_dpi,
+    ocr_textpage,
+    page_ranges,
+    too_large_reason,
+)
 from rag_assets.formats.text import (
     heading_line,
     is_placeholder_title,
@@ -352,6 +361,20 @@ def _needs_ocr(page: Any) -> bool:
     return covered >= area * SCAN_MIN_AREA
 
 
+def _scan_dpi(page: Any) -> float:
+    """Pixels per inch of the finest image on ``page`` (``OCR_DPI`` when unknown)."""
+    finest = 0.0
+    try:
+        infos = page.get_image_info()
+    except Exception:
+        return float(OCR_DPI)
+    for info in infos:
+        x0, _y0, x1, _y1 = info.get("bbox", (0, 0, 0, 0))
+        if x1 - x0 > 0 and info.get("width", 0) >= SCAN_MIN_PIXELS:
+            finest = max(finest, info["width"] * 72 / (x1 - x0))
+    return finest or float(OCR_DPI)
+
+
 # ---------------------------------------------------------------------------
 # entry point
 
@@ -406,8 +429,11 @@ def _parse(pymupdf: ModuleType, doc: Any, rel_path: str, options: ParseOptions) 
 
     deferred: tuple[str, ...] = ()
     ocr_pages: list[int] = []
+    too_large = ""
     if scanned:
-        deferred, ocr_pages = _handle_scanned(doc, scanned, pages, scanned_paths, options, warnings)
+        deferred, ocr_pages, too_large = _handle_scanned(
+            doc, scanned, pages, scanned_paths, options, warnings
+        )
 
     if not pages and not deferred:
         if scanned:
@@ -416,6 +442,8 @@ def _parse(pymupdf: ModuleType, doc: Any, rel_path: str, options: ParseOptions) 
             reason = ocr_available(options.ocr_languages)
             if reason:
                 raise ItemSkipped(f"no text layer (image-only PDF); {reason}")
+            if too_large:
+                raise ItemSkipped(f"no text layer (image-only PDF), too large to OCR: {too_large}")
             raise ItemSkipped("no text layer (image-only PDF) and OCR found no text")
         if unreadable:
             raise ItemError(
@@ -485,26 +513,30 @@ def _handle_scanned(
     paths: dict[int, tuple[str, ...]],
     options: ParseOptions,
     warnings: list[str],
-) -> tuple[tuple[str, ...], list[int]]:
-    """OCR (or defer, or report) the pages without a text layer; returns (deferred, done)."""
+) -> tuple[tuple[str, ...], list[int], str]:
+    """OCR (or defer, or report) the pages without a text layer; returns (deferred,
+    done, why pages were too large to OCR)."""
     what = f"{len(scanned)} page{'s' if len(scanned) > 1 else ''} ({page_ranges(scanned)})"
     if options.ocr == "off":
         if pages:
             warnings.append(f"{what} have no text layer and were not indexed; OCR is off")
-        return (), []
+        return (), [], ""
     reason = ocr_available(options.ocr_languages)
     if reason:
         if pages:
             warnings.append(f"{reason}; {what} without a text layer were not indexed")
-        return (), []
+        return (), [], ""
+    plan, too_large = _ocr_plan(doc, scanned, options.limits.max_image_pixels, warnings)
+    if not plan:
+        return (), [], too_large
     if not options.allow_deferred_work:
-        return (deferred_description(scanned),), []
+        return (deferred_description(sorted(plan)),), [], too_large
     done: list[int] = []
     failed: list[int] = []
-    for number in scanned:
+    for number, dpi in plan.items():
         try:
             page = doc.load_page(number - 1)
-            textpage = ocr_textpage(page, options)
+            textpage = ocr_textpage(page, options, dpi)
             textpage_dict = textpage.extractDICT()
         except Exception:  # Tesseract or rendering failed on this page
             failed.append(number)
@@ -517,7 +549,44 @@ def _handle_scanned(
     pages.sort(key=lambda p: p.number)
     if failed:
         warnings.append(f"OCR failed on pages {page_ranges(failed)}; they were not indexed")
-    empty = sorted(set(scanned) - set(done) - set(failed))
+    empty = sorted(set(plan) - set(done) - set(failed))
     if empty:
         warnings.append(f"OCR found no text on pages {page_ranges(empty)}")
-    return (), done
+    return (), done, too_large
+
+
+def _ocr_plan(
+    doc: Any, scanned: list[int], max_pixels: int, warnings: list[str]
+) -> tuple[dict[int, int], str]:
+    """The resolution to OCR each scanned page at within ``max_pixels`` (a page too
+    large to render finely enough is left out); returns (page -> dpi, why left out)."""
+    plan: dict[int, int] = {}
+    refused: list[int] = []
+    lowered: dict[int, list[int]] = {}
+    too_large = ""
+    for number in scanned:
+        try:
+            page = doc.load_page(number - 1)
+            width, height = page.rect.width, page.rect.height
+            floor = min(float(MIN_DPI), _scan_dpi(page))
+        except Exception:  # an unreadable page: the OCR pass reports it
+            plan[number] = OCR_DPI
+            continue
+        dpi = ocr_dpi(width, height, OCR_DPI, max_pixels, floor)
+        if dpi is None:
+            refused.append(number)
+            too_large = too_large or too_large_reason(width, height, floor, max_pixels)
+            continue
+        plan[number] = dpi
+        if dpi < OCR_DPI:
+            lowered.setdefault(dpi, []).append(number)
+    if refused:
+        noun = "page" if len(refused) == 1 else "pages"
+        warnings.append(f"{noun} {page_ranges(refused)} too large to OCR ({too_large})")
+    for dpi, numbers in sorted(lowered.items()):
+        noun = "page" if len(numbers) == 1 else "pages"
+        warnings.append(
+            f"{noun} {page_ranges(numbers)} OCR'd at {dpi} dpi (not {OCR_DPI}) to stay "
+            "within [limits] max_image_pixels"
+        )
+    return plan, too_large

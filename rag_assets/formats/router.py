@@ -52,9 +52,9 @@ FILE_TYPES: dict[str, str] = {
 # file type -> parser version ("<type>/<n>"); part of the parse cache key
 PARSER_VERSIONS: dict[str, str] = {
     "md": "md/2",  # 2: links to documents (paper.pdf) kept
-    "pdf": "pdf/1",
-    "docx": "docx/1",
-    "pptx": "pptx/1",
+    "pdf": "pdf/2",  # 2: OCR within max_image_pixels, through MuPDF's OCR device
+    "docx": "docx/2",  # 2: zip packages checked against the unpack caps
+    "pptx": "pptx/2",  # 2: zip packages checked against the unpack caps
     "xlsx": "xlsx/1",
     "html": "html/1",
     "epub": "epub/1",
@@ -63,9 +63,9 @@ PARSER_VERSIONS: dict[str, str] = {
     "json": "json/1",
     "yaml": "yaml/1",
     "rst": "rst/1",
-    "png": "png/1",
-    "jpg": "jpg/1",
-    "tiff": "tiff/1",
+    "png": "png/2",  # 2: pixel cap from the header, OCR through MuPDF's OCR device
+    "jpg": "jpg/2",
+    "tiff": "tiff/2",  # 2: also at most MAX_IMAGE_FRAMES frames
 }
 
 # names people use for a type -> the type (for `--type`); search validates them too

@@ -55,15 +55,32 @@ def heading_line(level: int, text: str) -> str:
     return "#" * min(max(level, 1), 6) + " " + text
 
 
+# What library messages may carry that a recorded reason must not: a traceback (from
+# PyMuPDF's binding when a Python callback fails), absolute paths and install paths.
+_TRACEBACK = re.compile(r"\s*Traceback \(most recent call last\).*", re.DOTALL)
+_ABSOLUTE_PATH = re.compile(
+    r"(?<![\w/.:])(?:[A-Za-z]:\\|/)(?:[^\s'\"<>()\\/]+[\\/])*([^\s'\"<>()\\/]*)"
+)
+_NESTED_PATH = re.compile(r"(?<![\w/.])(?:[\w.+~-]+[\\/]){2,}([\w.+~-]*)")
+_BINDING_NOISE = re.compile(r"^code=\d+:\s*|<C_nullptr>|Director error:\s*")
+
+
 def short_error(exc: BaseException, path: Path | None = None) -> str:
     """A library exception's message on one short line (for an ItemError reason).
 
-    The file's full path, which libraries like to repeat, is shortened to its name.
+    The file's full path, which libraries like to repeat, is shortened to its name;
+    other paths to their last part; tracebacks are cut off.
     """
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = str(exc)
+    if isinstance(exc, MemoryError) or "MemoryError" in text:
+        return "out of memory"
     if path is not None:
         text = text.replace(str(path), path.name)
-    return text[:160]
+    text = _TRACEBACK.sub("", text)
+    text = _ABSOLUTE_PATH.sub(r"\1", text)
+    text = _NESTED_PATH.sub(r"\1", text)
+    text = _BINDING_NOISE.sub("", " ".join(text.split())).strip(" :")
+    return text[:160] or type(exc).__name__
 
 
 # Titles that authoring tools write by default: they name no content.
