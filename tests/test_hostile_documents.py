@@ -442,6 +442,15 @@ def test_html_depth_cap_follows_the_limit(tmp_path: Path) -> None:
     assert doc.body.count("level") == 40 and doc.warnings
 
 
+def test_epub_chapter_nesting_follows_the_limit(tmp_path: Path) -> None:
+    body = "<section><p>level</p>" * 40
+    book = make_epub(tmp_path / "deep.epub", [("Deep", body)])
+    assert not parse(book).warnings
+    doc = parse(book, options_for(Limits(max_nesting_depth=16)))
+    assert doc.body.count("level") == 40
+    assert any("max_nesting_depth" in w for w in doc.warnings), doc.warnings
+
+
 # ---- item 12: spreadsheets ----------------------------------------------------------
 
 

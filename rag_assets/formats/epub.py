@@ -209,9 +209,16 @@ def parse_epub(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedD
         if not content:
             continue
         try:
-            chapter = html_text(decode_html(content, []), boilerplate=False)
+            chapter = html_text(
+                decode_html(content, []),
+                boilerplate=False,
+                max_depth=options.limits.max_nesting_depth,
+            )
         except ItemSkipped:  # binary junk in a chapter
             continue
+        for warning in chapter.warnings:
+            if warning not in warnings:
+                warnings.append(warning)
         if not chapter.blocks:
             continue
         number = len(builder.sections) + 1

@@ -19,6 +19,7 @@ from __future__ import annotations
 import codecs
 import re
 from dataclasses import dataclass, field
+from html.entities import html5 as html5_entities
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from rag_assets.formats.text import (
     heading_line,
     markdown_safe,
 )
+from rag_serving.limits import DEFAULT_LIMITS
 
 __all__ = ["HtmlText", "decode_html", "html_text", "parse_html"]
 
@@ -66,7 +68,7 @@ _BLOCK_TAGS = frozenset(
     }
 )  # fmt: skip
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
-_LAYOUT_INSIDE = "table, h1, h2, h3, h4, h5, h6, pre"
+_INSIDE_TABLE = ", ".join(f"table {tag}" for tag in ("table", *_HEADINGS, "pre"))
 
 
 @dataclass
@@ -78,6 +80,7 @@ class HtmlText:
     title: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     landmark: bool = False  # the text came from <main> / <article>
+    warnings: list[str] = field(default_factory=list)  # e.g. nesting read as plain text
 
     @property
     def text(self) -> str:
@@ -120,6 +123,153 @@ def decode_html(data: bytes, warnings: list[str]) -> str:
 
 
 # ---------------------------------------------------------------------------
+# bounding the input: internal DTD subsets and nesting depth
+
+_DOCTYPE = re.compile(r"<!DOCTYPE\b", re.IGNORECASE)
+_ELEMENT_START = re.compile(r"<[A-Za-z]")
+_ENTITY_DECLARATION = re.compile(r"<!ENTITY\s+([^\s%][^\s]*)")
+_ENTITY_REFERENCE = re.compile(r"&([A-Za-z_:][\w.:-]*);")
+
+
+def _strip_internal_subset(html: str) -> str:
+    """``html`` without the internal subset of its DOCTYPE (``<!DOCTYPE html [ ... ]>``).
+
+    XHTML (EPUB chapters above all) may declare entities there; an HTML parser ends
+    the DOCTYPE at its first ``>`` and reads the rest of the subset, ``]>`` and the
+    references to those entities as text. The subset is cut out, and references to
+    entities it declared are dropped unless HTML knows the name (``&nbsp;``): never
+    expanded, so an external entity (XXE) is never read and nested ones (billion
+    laughs) never multiply.
+    """
+    m = _DOCTYPE.search(html)
+    if m is None or _ELEMENT_START.search(html, 0, m.start()):
+        return html
+    i, n = m.end(), len(html)
+    quote = ""
+    while i < n:  # to the subset's "[" (or the DOCTYPE's end), past quoted ids
+        c = html[i]
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "\"'":
+            quote = c
+        elif c == ">":
+            return html  # no internal subset
+        elif c == "[":
+            break
+        i += 1
+    else:
+        return html
+    opening = i
+    i += 1
+    while i < n:  # to the subset's "]", past quoted values, comments and PIs
+        c = html[i]
+        if c in "\"'":
+            close = html.find(c, i + 1)
+            i = n if close < 0 else close + 1
+        elif html.startswith("<!--", i):
+            close = html.find("-->", i + 4)
+            i = n if close < 0 else close + 3
+        elif html.startswith("<?", i):
+            close = html.find("?>", i + 2)
+            i = n if close < 0 else close + 2
+        elif c == "]":
+            break
+        else:
+            i += 1
+    subset = html[opening + 1 : i]
+    rest = html.find(">", i)
+    if rest < 0:
+        return html[:opening] + ">"
+    declared = {
+        name for name in _ENTITY_DECLARATION.findall(subset) if f"{name};" not in html5_entities
+    }
+    body = html[rest + 1 :]
+    if declared:
+        body = _ENTITY_REFERENCE.sub(lambda r: "" if r.group(1) in declared else r.group(0), body)
+    return html[:opening].rstrip() + ">" + body
+
+
+# Elements the nesting count ignores: void ones, and those whose start closes an open
+# one of their kind (a list item, a cell, a paragraph), so they never pile up.
+_VOID_TAGS = frozenset(
+    {
+        "area", "base", "basefont", "bgsound", "br", "col", "embed", "frame", "hr", "image",
+        "img", "input", "keygen", "link", "meta", "param", "source", "track", "wbr",
+    }
+)  # fmt: skip
+_SELF_CLOSING_KIN = frozenset(
+    {
+        "body", "caption", "colgroup", "dd", "dt", "head", "html", "li", "optgroup",
+        "option", "p", "rb", "rp", "rt", "rtc", "tbody", "td", "tfoot", "th", "thead", "tr",
+    }
+)  # fmt: skip
+# One token of the scan: a comment, an element whose content is raw text (skipped
+# whole), or a start / end tag (name captured).
+_MARKUP = re.compile(
+    r"<!--.*?(?:-->|\Z)"
+    r"|<(script|style|textarea|title|xmp|iframe|noembed|noframes|noscript)\b[^>]*>"
+    r".*?(?:</\1[\s/>][^>]*>|\Z)"
+    r"|<(/?)([A-Za-z][^\t\n\f\r />]*)[^>]*>",
+    re.DOTALL | re.IGNORECASE,
+)
+# A parser's worst case below this many tags is a fraction of a second: not scanned.
+_SCAN_MIN_TAGS = 16_384
+
+
+def _cap_depth(html: str, max_depth: int) -> tuple[str, int]:
+    """``html`` with the tags of elements nested deeper than ``max_depth`` removed
+    (their text kept); returns (html, tags removed).
+
+    An HTML parser's tree building checks the open elements for every start tag, so
+    its time grows with depth × tags (200,000 nested divs: minutes). This linear scan
+    follows start and end tags the way the parser pairs them, closely enough to
+    bound what it will build; a document within the cap comes back unchanged. (The
+    extractor still flattens whatever the parser nests deeper, ``_Walker``.)
+    """
+    if html.count("<") <= max(max_depth, _SCAN_MIN_TAGS):
+        return html, 0
+    stack: list[tuple[str, bool]] = []  # open elements: (name, tag removed)
+    open_count: dict[str, int] = {}
+    depth = 0
+    cut: list[tuple[int, int]] = []
+    for m in _MARKUP.finditer(html):
+        name = m.group(3)
+        if name is None:  # a comment or a raw-text element
+            continue
+        name = name.lower()
+        if m.group(2):  # an end tag closes up to the open element of its name
+            if open_count.get(name):
+                while stack:
+                    popped, removed = stack.pop()
+                    open_count[popped] -= 1
+                    depth -= not removed
+                    if popped == name:
+                        if removed:
+                            cut.append(m.span())
+                        break
+        elif name not in _VOID_TAGS and name not in _SELF_CLOSING_KIN:
+            if name == "plaintext":
+                break
+            removed = depth >= max_depth
+            if removed:
+                cut.append(m.span())
+            else:
+                depth += 1
+            stack.append((name, removed))
+            open_count[name] = open_count.get(name, 0) + 1
+    if not cut:
+        return html, 0
+    parts: list[str] = []
+    last = 0
+    for begin, end in cut:
+        parts.append(html[last:begin])
+        parts.append(" ")  # a removed block tag still parts words
+        last = end
+    parts.append(html[last:])
+    return "".join(parts), len(cut)
+
+
+# ---------------------------------------------------------------------------
 # structural extraction
 
 
@@ -128,21 +278,55 @@ def _clean_inline(pieces: list[str]) -> list[str]:
     return [markdown_safe(" ".join(line.split())) for line in lines if line.strip()]
 
 
-def _is_layout_table(table: Any) -> bool:
-    """A table laying out a page (nested tables, headings, code) rather than data."""
-    own = table.mem_id  # css() can match the table itself
-    return any(node.mem_id != own for node in table.css(_LAYOUT_INSIDE))
+def _layout_tables(root: Any) -> set[int]:
+    """Tables laying out a page (holding a table, a heading or code) rather than data.
+
+    Each table, heading and ``<pre>`` marks its ancestors, stopping at one already
+    marked: every element is visited once, however deep the tables nest.
+    """
+    layout: set[int] = set()
+    seen: set[int] = set()
+    for inner in root.css(_INSIDE_TABLE):
+        node = inner.parent
+        while node is not None and node.mem_id not in seen:
+            seen.add(node.mem_id)
+            if node.tag == "table":
+                layout.add(node.mem_id)
+            node = node.parent
+    return layout
+
+
+# Nested menu-named elements that each hold most of the page are measured up to this
+# many deep on one path (each measure reads the element's text); deeper ones are content.
+_CHROME_CHAIN = 8
+
+# stack entries: what to do with a node
+_ENTER, _LEAVE_BLOCK, _LEAVE_HEADING, _LEAVE_SPACE = range(4)
 
 
 class _Walker:
-    """Iterative DOM walk (deep nesting must not hit Python's recursion limit)."""
+    """Iterative DOM walk in one pass: each node is visited once (deep nesting must not
+    hit Python's recursion limit nor cost depth × nodes)."""
 
-    def __init__(self, skip: set[int]) -> None:
+    def __init__(
+        self,
+        skip: set[int],
+        layout: set[int],
+        max_depth: int,
+        chrome: set[int] | None = None,
+        chrome_total: int = 0,
+    ) -> None:
         self.skip = skip
+        self.layout = layout
+        self.max_depth = max_depth
+        self.chrome = chrome or set()  # menu-named elements, dropped when they hold little
+        self.chrome_total = chrome_total
         self.blocks: list[str] = []
         self.headings: list[tuple[int, str]] = []
         self.pieces: list[str] = []
         self.prefix = ""
+        self.heading = 0  # level of the heading being read (0: none)
+        self.flattened = False  # content deeper than max_depth was read as plain text
 
     def flush(self) -> None:
         lines = _clean_inline(self.pieces)
@@ -154,22 +338,32 @@ class _Walker:
             self.blocks.append(text)
             self.prefix = ""  # a list item's marker goes on its first block only
 
-    def inline_text(self, node: Any) -> str:
-        """Text of ``node`` on one line, blocks inside it joined by spaces."""
-        inner = _Walker(self.skip)
-        child = node.child
-        while child is not None:
-            inner.walk(child)
-            child = child.next
-        inner.flush()
-        return " ".join(" ".join(inner.blocks).split())
+    def end_heading(self) -> None:
+        text = " ".join("".join(self.pieces).split())
+        self.pieces = []
+        level, self.heading = self.heading, 0
+        line = heading_line(level, markdown_safe(text))
+        if line:
+            self.blocks.append(line)
+            self.headings.append((level, line.lstrip("#").strip()))
 
-    def walk(self, root: Any) -> None:
-        stack: list[tuple[Any, bool]] = [(root, False)]
+    def is_chrome(self, node: Any) -> bool:
+        """A menu-named element holding a minor part of the page's text."""
+        return len(node.text(deep=True) or "") <= self.chrome_total * _CHROME_MAX_SHARE
+
+    def walk(self, root: Any, depth: int = 0) -> None:
+        # (node, depth, action, menu-named ancestors kept as content)
+        stack: list[tuple[Any, int, int, int]] = [(root, depth, _ENTER, 0)]
         while stack:
-            node, leaving = stack.pop()
+            node, depth, action, chain = stack.pop()
             tag = node.tag
-            if leaving:
+            if action == _LEAVE_HEADING:
+                self.end_heading()
+                continue
+            if action == _LEAVE_SPACE:
+                self.pieces.append(" ")
+                continue
+            if action == _LEAVE_BLOCK:
                 self.flush()
                 if tag == "li":
                     self.prefix = ""
@@ -179,36 +373,50 @@ class _Walker:
                 continue
             if not node.is_element_node or tag in _SKIP_TAGS or node.mem_id in self.skip:
                 continue
+            if node.mem_id in self.chrome and chain < _CHROME_CHAIN:
+                if self.is_chrome(node):
+                    continue
+                chain += 1
             if tag == "br":
-                self.pieces.append("\n")
+                self.pieces.append(" " if self.heading else "\n")
                 continue
-            if tag in _HEADINGS:
+            if depth >= self.max_depth or self.heading:
+                # Inside a heading, or too deep: plain text, words kept apart.
+                self.flattened = self.flattened or depth >= self.max_depth
+                if tag in _BLOCK_TAGS or tag in _HEADINGS or tag == "pre":
+                    self.pieces.append(" ")
+                    stack.append((node, depth, _LEAVE_SPACE, chain))
+            elif tag in _HEADINGS:
                 self.flush()
-                text = self.inline_text(node)
-                line = heading_line(_HEADINGS[tag], text)
-                if line:
-                    self.blocks.append(line)
-                    self.headings.append((_HEADINGS[tag], line.lstrip("#").strip()))
-                continue
-            if tag == "pre":
+                self.heading = _HEADINGS[tag]
+                stack.append((node, depth, _LEAVE_HEADING, chain))
+            elif tag == "pre":
                 self.flush()
                 self.pre(node)
                 continue
-            if tag == "table" and not _is_layout_table(node):
+            elif tag == "table" and node.mem_id not in self.layout:
                 self.flush()
-                self.table(node)
+                self.table(node, depth)
                 continue
-            if tag in _BLOCK_TAGS:
+            elif tag in _BLOCK_TAGS:
                 self.flush()
                 if tag == "li":
                     self.prefix = "- "
-                stack.append((node, True))
+                stack.append((node, depth, _LEAVE_BLOCK, chain))
             children = []
             child = node.child
             while child is not None:
                 children.append(child)
                 child = child.next
-            stack.extend((c, False) for c in reversed(children))
+            stack.extend((c, depth + 1, _ENTER, chain) for c in reversed(children))
+
+    def inline_text(self, node: Any, depth: int) -> str:
+        """Text of ``node`` on one line, blocks inside it joined by spaces."""
+        inner = _Walker(self.skip, self.layout, self.max_depth, self.chrome, self.chrome_total)
+        inner.walk(node, depth)
+        inner.flush()
+        self.flattened = self.flattened or inner.flattened
+        return " ".join(" ".join(inner.blocks).split())
 
     def pre(self, node: Any) -> None:
         text = (node.text(deep=True) or "").strip("\n")
@@ -220,28 +428,27 @@ class _Walker:
         else:
             self.blocks.append("```\n" + "\n".join(lines) + "\n```")
 
-    def table(self, node: Any) -> None:
+    def table(self, node: Any, depth: int) -> None:
+        # A data table holds no table, heading or <pre> (those make it layout): its
+        # rows are its own and its cells are disjoint, so each node is read once.
         rows: list[str] = []
         for tr in node.css("tr"):
-            cells = [self.inline_text(cell) for cell in tr.css("th, td")]
+            cells = [self.inline_text(cell, depth + 3) for cell in tr.css("th, td")]
             if any(cells):
                 rows.append(markdown_safe(" | ".join(cells)))
         if rows:
             self.blocks.append("\n".join(rows))
 
 
-def _chrome(root: Any) -> set[int]:
-    """Elements named like menus (class / id) that hold a minor part of the text."""
+def _chrome_candidates(root: Any) -> set[int]:
+    """Elements named like menus (class / id), the page's landmarks excepted."""
     found: set[int] = set()
-    total = 0
     for node in root.css("[class], [id]"):
         attrs = node.attributes
         tokens = {t.lower() for t in (attrs.get("class") or "").split()}
         tokens.add((attrs.get("id") or "").lower())
         if tokens & _CHROME_TOKENS and node.tag not in ("body", "html", "main", "article"):
-            total = total or len(root.text(deep=True) or "")
-            if len(node.text(deep=True) or "") <= total * _CHROME_MAX_SHARE:
-                found.add(node.mem_id)
+            found.add(node.mem_id)
     return found
 
 
@@ -274,22 +481,28 @@ def _meta(tree: Any) -> dict[str, Any]:
     return metadata
 
 
-def html_text(html: str, boilerplate: bool = True) -> HtmlText:
+def html_text(html: str, boilerplate: bool = True, *, max_depth: int | None = None) -> HtmlText:
     """Structural text of an HTML document.
 
     With ``boilerplate`` (web pages), ``<main>``/``<article>`` is preferred and
     navigation, headers, footers, asides and hidden elements are dropped; without
-    it (EPUB chapters) everything in ``<body>`` except scripts and styles is kept.
+    it (EPUB chapters, mail bodies, feed entries) everything in ``<body>`` except
+    scripts and styles is kept. Elements nested deeper than ``max_depth`` (default
+    ``[limits] max_nesting_depth``) are read as plain text, with a warning in
+    ``HtmlText.warnings``.
     """
     from selectolax.lexbor import LexborHTMLParser
 
+    limit = DEFAULT_LIMITS.max_nesting_depth if max_depth is None else max(1, max_depth)
+    html, removed = _cap_depth(_strip_internal_subset(html), limit)
     tree = LexborHTMLParser(html)
     result = HtmlText(metadata=_meta(tree))
     title_node = tree.css_first("head > title") or tree.css_first("title")
     title = " ".join((title_node.text() or "").split()) if title_node is not None else ""
     root = tree.body if tree.body is not None else tree.root
     skip: set[int] = set()
-    if boilerplate:
+    chrome: set[int] = set()
+    if boilerplate and root is not None:
         landmark = tree.css_first("main, [role=main]") or tree.css_first("article")
         if landmark is not None:
             root = landmark
@@ -299,16 +512,22 @@ def html_text(html: str, boilerplate: bool = True) -> HtmlText:
         for node in root.css(", ".join(drop) + ", " + _BOILERPLATE_ATTRS):
             skip.add(node.mem_id)
         if not result.landmark:
-            skip.update(_chrome(root))
+            chrome = _chrome_candidates(root)
     if root is None:
         return result
-    walker = _Walker(skip)
+    total = len(root.text(deep=True) or "") if chrome else 0
+    walker = _Walker(skip, _layout_tables(root), limit, chrome, total)
     walker.walk(root)
     walker.flush()
     result.blocks = walker.blocks
     result.headings = walker.headings
     first_h1 = next((text for level, text in walker.headings if level == 1), None)
     result.title = title or first_h1
+    if removed or walker.flattened:
+        result.warnings.append(
+            f"elements nested deeper than {limit:,} levels read as plain text "
+            "([limits] max_nesting_depth)"
+        )
     return result
 
 
@@ -322,7 +541,8 @@ def parse_html(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedD
         raise ItemSkipped("empty file")
     warnings: list[str] = []
     html = decode_html(data, warnings)
-    extracted = html_text(html)
+    extracted = html_text(html, max_depth=options.limits.max_nesting_depth)
+    warnings.extend(extracted.warnings)
     body = extracted.text
     metadata = dict(extracted.metadata)
     if not body.strip():

@@ -56,8 +56,8 @@ PARSER_VERSIONS: dict[str, str] = {
     "docx": "docx/2",  # 2: zip packages checked against the unpack caps
     "pptx": "pptx/2",  # 2: zip packages checked against the unpack caps
     "xlsx": "xlsx/1",
-    "html": "html/1",
-    "epub": "epub/1",
+    "html": "html/2",  # 2: nesting capped, internal DTD subsets cut out
+    "epub": "epub/2",  # 2: zip checks, chapters as html/2
     "txt": "txt/1",
     "csv": "csv/1",
     "json": "json/1",
