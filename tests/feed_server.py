@@ -1,17 +1,23 @@
-"""A real HTTP server on 127.0.0.1 for feed tests and the feeds benchmark: serves
-registered documents with ETag and Last-Modified, answers conditional requests with
-304, can be slowed down per path, and records every request it gets."""
+"""A real HTTP server on 127.0.0.1 (or another address of this machine) for feed
+tests and the feeds benchmarks: serves registered documents with ETag and
+Last-Modified, answers conditional requests with 304, can be slowed down per path,
+sends raw answers (lying headers, endless or dripping bodies) where asked, and
+records every request it gets. ``route`` is the hostile-input runner's
+``HttpFixture`` (benchmarks/hostile)."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import socket
+import ssl
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import BinaryIO
 
 
 @dataclass
@@ -22,6 +28,7 @@ class Served:
     delay_s: float = 0.0
     status: int = 200
     validators: bool = True  # send ETag / Last-Modified (and honour them)
+    headers: dict[str, str] = field(default_factory=dict)  # sent as well
 
     @property
     def etag(self) -> str:
@@ -39,12 +46,18 @@ class Request:
     status: int
 
 
+# A raw answer: the bytes sent as they are (the connection stays open, as after any
+# HTTP/1.1 answer), or a function that writes to the connection and then closes it.
+Raw = bytes | Callable[[BinaryIO], None]
+
+
 class FeedServer:
     """``with FeedServer() as server: server.put("/a.xml", data); server.url("/a.xml")``"""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None) -> None:
         self.documents: dict[str, Served] = {}
         self.redirects: dict[str, str] = {}
+        self.raw: dict[str, Raw] = {}
         self.requests: list[Request] = []
         self._lock = threading.Lock()
         server = self
@@ -56,12 +69,27 @@ class FeedServer:
                 pass
 
             def do_GET(self) -> None:
+                raw = server.raw.get(self.path)
+                if raw is not None:
+                    with server._lock:
+                        server.requests.append(Request(self.path, dict(self.headers.items()), 0))
+                    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                        if callable(raw):
+                            self.close_connection = True
+                            raw(self.wfile)
+                        else:
+                            self.wfile.write(raw)
+                        self.wfile.flush()
+                    return
                 status, body, headers = server._answer(self)
                 with server._lock:  # recorded before the answer leaves
                     server.requests.append(Request(self.path, dict(self.headers.items()), status))
                 _send(self, status, body, headers)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer((host, 0), Handler)
+        if tls is not None:  # https://
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
+        self.scheme = "https" if tls is not None else "http"
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -76,13 +104,33 @@ class FeedServer:
     @property
     def base(self) -> str:
         host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{self.scheme}://{host}:{port}"
 
     def url(self, path: str) -> str:
         return self.base + path
 
     def put(self, path: str, body: bytes, content_type: str = "application/rss+xml", **kw) -> None:
         self.documents[path] = Served(body, content_type, **kw)
+
+    def route(
+        self,
+        path: str,
+        body: bytes,
+        headers: dict[str, str] | None = None,
+        status: int = 200,
+        raw: Raw | None = None,
+    ) -> str:
+        """Serve ``body`` at ``path`` with ``headers`` (no validators), or ``raw`` as
+        the whole response; returns its URL."""
+        if raw is not None:
+            self.raw[path] = raw
+        else:
+            extra = dict(headers or {})
+            kind = extra.pop("Content-Type", "application/rss+xml")
+            self.documents[path] = Served(
+                body, kind, status=status, validators=False, headers=extra
+            )
+        return self.url(path)
 
     def requests_for(self, path: str) -> list[Request]:
         with self._lock:
@@ -97,8 +145,8 @@ class FeedServer:
         if doc.delay_s:
             time.sleep(doc.delay_s)
         if doc.status != 200:
-            return doc.status, b"error", {"Content-Type": "text/plain"}
-        headers = {"Content-Type": doc.content_type}
+            return doc.status, doc.body or b"error", {"Content-Type": "text/plain", **doc.headers}
+        headers = {"Content-Type": doc.content_type, **doc.headers}
         if doc.validators:
             headers.update(ETag=doc.etag, **{"Last-Modified": doc.last_modified})
             if handler.headers.get("If-None-Match") == doc.etag or (
@@ -114,11 +162,21 @@ def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes, headers: di
         handler.send_response(status)
         for name, value in headers.items():
             handler.send_header(name, value)
-        if status != 304:
+        if status != 304 and "Content-Length" not in headers:  # a lying one is kept
             handler.send_header("Content-Length", str(len(body)))
         handler.end_headers()
         if status != 304 and body:
             handler.wfile.write(body)
+
+
+def lan_address() -> str:
+    """This machine's address on its network (not loopback): where a server stands for
+    a feed on another host. The UDP socket sends nothing; it only picks a route."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.1", 9))  # TEST-NET-1: any routable address will do
+        address = probe.getsockname()[0]
+    assert not address.startswith("127."), "this machine has no address besides loopback"
+    return address
 
 
 def unused_port() -> int:

@@ -274,11 +274,14 @@ def test_opml_nested_categories_and_duplicates_merge(tmp_path: Path) -> None:
     )
     feeds = read_opml(opml)
     assert [f.url for f in feeds] == [
-        "https://lwn.net/headlines/rss", "https://news.ycombinator.com/rss",
-        str(tmp_path / "feeds" / "local.xml"),
+        "https://lwn.net/headlines/rss", "https://news.ycombinator.com/rss", "feeds/local.xml",
     ]  # fmt: skip
     assert feeds[0].categories == ("Tech/Linux", "News") and feeds[0].title == "LWN"
     assert feeds[1].categories == ("Tech",) and feeds[2].categories == ()
+    # an OPML file lists web feeds only: the local one is kept as refused, never read
+    assert feeds[0].refused is None and "subs.opml: the feed 'Local' is a local file" in str(
+        feeds[2].refused
+    )
     config = FeedsSourceConfig(
         name="n", kind="feeds", opml=opml,
         urls=[{"url": "https://lwn.net/headlines/rss", "poll_minutes": 5, "name": "LWN.net"}],

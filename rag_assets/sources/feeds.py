@@ -26,6 +26,7 @@ from rag_assets.sources.base import ItemStat, SourceKind
 from rag_serving.config import FeedsSourceConfig
 from rag_serving.feeds import archive
 from rag_serving.feeds.archive import FeedSpec, FeedState
+from rag_serving.feeds.fetch import feed_label
 from rag_serving.feeds.parse import Entry
 from rag_serving.feeds.poll import RefreshReport, refresh_feeds
 
@@ -41,10 +42,12 @@ class FeedsKind(SourceKind):
 
     @property
     def location(self) -> str:
+        """The feeds as messages name them: URLs, and local files by name only (the
+        messages reach MCP clients, which must not learn the server's paths)."""
         config: FeedsSourceConfig = self.config  # type: ignore[assignment]
-        parts = [f.url for f in config.feeds()]
+        parts = [feed_label(f.url) for f in config.feeds()]
         if config.opml is not None:
-            parts.append(str(config.opml))
+            parts.append(config.opml.name)
         return ", ".join(parts)
 
     @cached_property

@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from rag_serving.config import FeedsSourceConfig
-from rag_serving.feeds.fetch import is_local, local_path
+from rag_serving.feeds.fetch import feed_label, is_local, local_path, quoted
 from rag_serving.feeds.opml import read_opml
 from rag_serving.feeds.parse import Entry
 from rag_serving.listing import ListedItem
@@ -46,6 +46,7 @@ class FeedSpec:
     name: str | None = None  # the configured name, shown instead of the feed's title
     opml_title: str | None = None  # the OPML outline's title (before the first fetch)
     categories: tuple[str, ...] = ()
+    refused: str | None = None  # why it is never fetched (an OPML entry that is no web feed)
 
     @property
     def feed_id(self) -> str:
@@ -63,12 +64,13 @@ def configured_feeds(config: FeedsSourceConfig) -> list[FeedSpec]:
                 feed.url, feed.poll_minutes or config.poll_minutes, feed.name
             )
     if config.opml is not None:
-        for item in read_opml(config.opml):
+        for item in read_opml(config.opml, config.limits.max_nesting_depth):
             old = feeds.get(item.url)
             if old is None:
                 feeds[item.url] = FeedSpec(
-                    item.url, config.poll_minutes, None, item.title, item.categories
-                )
+                    item.url, config.poll_minutes, None, item.title, item.categories,
+                    item.refused,
+                )  # fmt: skip
             else:
                 feeds[item.url] = FeedSpec(
                     old.url, old.poll_minutes, old.name, item.title, item.categories
@@ -195,8 +197,10 @@ def load_state(state_dir: Path | None, spec: FeedSpec) -> FeedState | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError, TypeError) as exc:
-        reason = " ".join(str(exc).split())[:160]
-        raise ArchiveError(f"the feed archive {path} cannot be read ({reason})") from None
+        # named inside the source's state folder: messages never name server paths
+        raise ArchiveError(
+            f"the feed archive {FEEDS_FOLDER}/{path.name} cannot be read ({quoted(exc)})"
+        ) from None
     return state if state.url == spec.url else None
 
 
@@ -280,14 +284,19 @@ def list_archived_entries(
 ) -> Iterator[ListedItem]:
     """Every archived entry of the source's configured feeds (key ``<feed id>/<entry
     id>``), and for a feed whose last fetch failed a problem ``<feed id>/`` that keeps
-    its entries. Nothing is fetched: a feed never fetched lists nothing yet."""
+    its entries, and for an OPML entry that is no web feed a problem ``<feed id>/``
+    saying so. Nothing is fetched: a feed never fetched lists nothing yet."""
     for spec in configured_feeds(config):
         fid = spec.feed_id
+        if spec.refused:
+            yield ListedItem(f"{fid}/", "!", None, None, spec.refused, "skipped")
+            continue
         try:
             state = load_state(state_dir, spec)
         except ArchiveError as exc:
             message = (
-                f"{spec.url}: {exc}; its indexed entries are kept (the next fetch sets it aside)"
+                f"{feed_label(spec.url)}: {exc}; its indexed entries are kept (the next fetch "
+                "sets it aside)"
             )
             yield ListedItem(f"{fid}/", "!", None, None, message, "error", True)
             continue

@@ -10,14 +10,14 @@ from pathlib import Path
 from rag_serving.config import FeedsSourceConfig
 from rag_serving.feeds import archive
 from rag_serving.feeds.archive import FeedSpec, FeedState
-from rag_serving.feeds.fetch import FetchError, fetch_feed, make_client
+from rag_serving.feeds.fetch import FetchError, feed_label, fetch_feed, quoted
 from rag_serving.feeds.parse import parse_feed
 
 
 @dataclass
 class FeedOutcome:
     url: str
-    status: str  # "fetched", "not-modified", "error", "not-due"
+    status: str  # "fetched", "not-modified", "error", "not-due", "refused"
     new: int = 0
     updated: int = 0
     message: str | None = None
@@ -39,37 +39,39 @@ def refresh_feeds(
     force: bool = False,
 ) -> RefreshReport:
     """Fetch each feed that is due (``force``: every feed; conditional requests keep
-    that cheap) and store what it gives in the archive. One feed's failure is
-    recorded in its state and never stops the others."""
+    that cheap) and store what it gives in the archive. One feed's failure, whatever
+    it is, is recorded in its state and never stops the others."""
     now = now or archive.utcnow()
     report = RefreshReport()
-    specs = archive.configured_feeds(config)
-    client = make_client(config.timeout_seconds, config.user_agent)
-    try:
-        for spec in specs:
-            aside = None
-            try:
-                state = archive.load_state(state_dir, spec)
-            except archive.ArchiveError as exc:
-                aside = f"{exc}; it was set aside as {archive.set_aside(state_dir, spec).name}"
-                state = None
-            if not force and not archive.is_due(spec, state, now):
-                report.outcomes.append(FeedOutcome(spec.url, "not-due"))
-                continue
-            state = state or FeedState(url=spec.url)
-            outcome = _refresh_one(config, spec, state, now, client)
-            if aside:
-                state.warning = f"{aside}; {state.warning}" if state.warning else aside
-                state.warning_entry = state.warning_entry or next(iter(state.entries), None)
-            archive.save_state(state_dir, state)
-            report.outcomes.append(outcome)
-    finally:
-        client.close()
+    for spec in archive.configured_feeds(config):
+        if spec.refused:  # never fetched; the listing shows why
+            report.outcomes.append(FeedOutcome(spec.url, "refused", message=spec.refused))
+            continue
+        aside = None
+        try:
+            state = archive.load_state(state_dir, spec)
+        except archive.ArchiveError as exc:
+            aside = f"{exc}; it was set aside as {archive.set_aside(state_dir, spec).name}"
+            state = None
+        if not force and not archive.is_due(spec, state, now):
+            report.outcomes.append(FeedOutcome(spec.url, "not-due"))
+            continue
+        state = state or FeedState(url=spec.url)
+        try:
+            outcome = _refresh_one(config, spec, state, now)
+        except Exception as exc:  # a bug or a parser's crash on this feed: its problem only
+            state.error = f"{feed_label(spec.url)}: the feed cannot be read ({quoted(exc)})"
+            outcome = FeedOutcome(spec.url, "error", message=state.error)
+        if aside:
+            state.warning = f"{aside}; {state.warning}" if state.warning else aside
+            state.warning_entry = state.warning_entry or next(iter(state.entries), None)
+        archive.save_state(state_dir, state)
+        report.outcomes.append(outcome)
     return report
 
 
 def _refresh_one(
-    config: FeedsSourceConfig, spec: FeedSpec, state: FeedState, now: datetime, client
+    config: FeedsSourceConfig, spec: FeedSpec, state: FeedState, now: datetime
 ) -> FeedOutcome:
     state.last_fetch = now.isoformat()
     try:
@@ -80,7 +82,6 @@ def _refresh_one(
             timeout=config.timeout_seconds,
             max_bytes=config.max_feed_bytes,
             user_agent=config.user_agent,
-            client=client,
         )
     except FetchError as exc:
         state.error = str(exc)
@@ -93,7 +94,10 @@ def _refresh_one(
         state.etag = fetched.etag or state.etag
         state.last_modified = fetched.last_modified or state.last_modified
         return FeedOutcome(spec.url, "not-modified")
-    parsed = parse_feed(fetched.content or b"", fetched.headers, spec.url)
+    parsed = parse_feed(
+        fetched.content or b"", fetched.headers, feed_label(spec.url),
+        max_depth=config.limits.max_nesting_depth,
+    )  # fmt: skip
     if parsed.problem is not None:
         state.error = parsed.problem
         # Validators of a broken answer must not turn the next fetch into a 304.
