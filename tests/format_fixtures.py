@@ -308,3 +308,24 @@ def make_epub(path: Path, chapters: list[tuple[str, str]], title: str = "Field n
     book.add_item(epub.EpubNav())
     epub.write_epub(str(path), book)
     return path
+
+
+def wide_sheet(rows: int, columns: int) -> MemberWriter:
+    """A worksheet's XML, streamed: ``rows`` rows of ``columns`` numeric cells each,
+    under a stale ``<dimension ref="A1:A1">`` (what a careless writer leaves)."""
+    from openpyxl.utils.cell import get_column_letter
+
+    letters = [get_column_letter(c) for c in range(1, columns + 1)]
+
+    def write(out: IO[bytes]) -> None:
+        out.write(
+            b'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
+            b'<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">'
+            b'<dimension ref="A1:A1"/><sheetData>'
+        )
+        for r in range(1, rows + 1):
+            cells = "".join(f'<c r="{x}{r}"><v>{r}</v></c>' for x in letters)
+            out.write(f'<row r="{r}">{cells}</row>'.encode())
+        out.write(b"</sheetData></worksheet>")
+
+    return write

@@ -55,7 +55,7 @@ PARSER_VERSIONS: dict[str, str] = {
     "pdf": "pdf/2",  # 2: OCR within max_image_pixels, through MuPDF's OCR device
     "docx": "docx/2",  # 2: zip packages checked against the unpack caps
     "pptx": "pptx/2",  # 2: zip packages checked against the unpack caps
-    "xlsx": "xlsx/1",
+    "xlsx": "xlsx/2",  # 2: never the stale <dimension>; columns capped; zip checks
     "html": "html/2",  # 2: nesting capped, internal DTD subsets cut out
     "epub": "epub/2",  # 2: zip checks, chapters as html/2
     "txt": "txt/1",

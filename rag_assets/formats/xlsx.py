@@ -3,8 +3,16 @@
 One section per sheet (``sheet=<name>``): rows as ``a | b | c`` lines, fully empty
 rows skipped; the first row (usually the header) is kept on a line of its own,
 separated from the data by a blank line. Formulas give their cached values (none
-when the file was never calculated). At most ``max_rows_per_sheet`` rows are kept
-per sheet; the rest are counted in a closing line and a warning.
+when the file was never calculated).
+
+Bounded by the source's ``[limits]``: at most ``max_rows_per_sheet`` rows
+(``max_sheet_rows``) are kept per sheet, the rest counted in a closing line and a
+warning; at most ``max_sheet_columns`` columns, the rest cut before openpyxl parses
+their cells (a row may hold 16,384); and the cells read per workbook, empty or not,
+stop at ``CELL_BUDGET_FACTOR`` × rows × columns. Rows are read with openpyxl's own
+sheet parser, never through the worksheet's ``<dimension>``: read-only mode trusts
+that element, and a stale ``A1:A1`` hid every row but one (and a row numbered a
+billion made it yield a billion empty rows first).
 """
 
 from __future__ import annotations
@@ -57,12 +65,10 @@ def _last_row_tag(data: bytes) -> int | None:
 def _last_row_number(sheet: Any) -> int | None:
     """The number of the sheet's last row, without parsing its cells.
 
-    The ``<dimension>`` element says it when the writer set it (Excel, LibreOffice);
-    else the last ``<row r="N">`` of the raw sheet XML is found by a backward byte
-    search per chunk, far faster than letting openpyxl parse rows only to count them.
+    The last ``<row r="N">`` of the raw sheet XML, found by a backward byte search per
+    chunk: far faster than letting openpyxl parse rows only to count them, and unlike
+    the ``<dimension>`` element never stale.
     """
-    if sheet.max_row:
-        return int(sheet.max_row)
     archive = getattr(sheet.parent, "_archive", None)
     member = getattr(sheet, "_worksheet_path", None)
     if archive is None or member is None:
@@ -77,33 +83,99 @@ def _last_row_number(sheet: Any) -> int | None:
     return last
 
 
-def _sheet_text(sheet: Any, max_rows: int) -> tuple[str, int]:
-    """(text, rows left out) of one worksheet."""
+_COLUMN = re.compile(r"^\$?([A-Za-z]{1,3})")
+# Cells read per workbook (empty ones and cut-off rows too): this many full sheets.
+CELL_BUDGET_FACTOR = 2
+
+
+def _column_number(reference: str | None) -> int:
+    """``"XFD7"`` -> 16384 (0 when there is no reference)."""
+    from openpyxl.utils.cell import column_index_from_string
+
+    m = _COLUMN.match(reference or "")
+    try:
+        return column_index_from_string(m.group(1).upper()) if m else 0
+    except ValueError:
+        return 0
+
+
+def _row_parser(sheet: Any, max_columns: int) -> Any:
+    """openpyxl's parser for ``sheet``'s XML, cutting each row to ``max_columns`` cells
+    before they are parsed (``widest``: the last column of a row it cut)."""
+    from openpyxl.worksheet._reader import WorkSheetParser
+
+    class _Parser(WorkSheetParser):  # type: ignore[misc]
+        widest = 0
+
+        def parse_row(self, row: Any) -> Any:
+            if len(row) > max_columns:
+                self.widest = max(self.widest, _column_number(row[-1].get("r")), len(row))
+                del row[max_columns:]
+            return super().parse_row(row)
+
+    workbook = sheet.parent
+    return _Parser(
+        sheet._get_source(),
+        sheet._shared_strings,
+        data_only=workbook.data_only,
+        epoch=workbook.epoch,
+        date_formats=workbook._date_formats,
+        timedelta_formats=workbook._timedelta_formats,
+    )
+
+
+class _Budget:
+    """Cells left to read in the workbook."""
+
+    def __init__(self, cells: int) -> None:
+        self.left = cells
+        self.exhausted = False
+
+
+def _sheet_text(
+    sheet: Any, max_rows: int, max_columns: int, budget: _Budget, last_rows: dict[str, Any]
+) -> tuple[str, int, int]:
+    """(text, rows left out, widest column left out) of one worksheet."""
     lines: list[str] = []
     kept = 0
     omitted = 0
-    for row_number, row in enumerate(sheet.iter_rows(values_only=True), start=1):
-        cells = [_cell(v) for v in row]
-        while cells and not cells[-1]:
-            cells.pop()
-        if not cells:
-            continue
-        if kept >= max_rows:
-            # Rows past the cap are counted, not parsed: from the sheet's last row number.
-            last = _last_row_number(sheet)
-            if last is None:  # no row numbers to read: count by parsing after all
-                rows = sheet.iter_rows(values_only=True)
-                omitted = sum(1 for r in rows if any(_cell(v) for v in r)) - kept
-            else:
-                omitted = max(last - row_number + 1, 1)
-            break
-        lines.append(markdown_safe(" | ".join(cells)))
-        if kept == 0:
-            lines.append("")  # the header row is a paragraph of its own
-        kept += 1
+    widest = 0
+    parser = _row_parser(sheet, max_columns)
+    try:
+        for row_number, cells in parser.parse():
+            if budget.left <= 0:
+                budget.exhausted = True
+                break
+            budget.left -= max(1, len(cells))
+            values: dict[int, str] = {}
+            for cell in cells:
+                column = int(cell["column"])
+                if column > max_columns:
+                    widest = max(widest, column)
+                    continue
+                text = _cell(cell["value"])
+                if text:
+                    values[column] = text
+            if not values:
+                continue
+            if kept >= max_rows:
+                # Rows past the cap are counted, not parsed: from the sheet's last row number.
+                path = sheet._worksheet_path
+                if path not in last_rows:
+                    last_rows[path] = _last_row_number(sheet)
+                last = last_rows[path]
+                omitted = max((last or row_number) - row_number + 1, 1)
+                break
+            row = [values.get(column, "") for column in range(1, max(values) + 1)]
+            lines.append(markdown_safe(" | ".join(row)))
+            if kept == 0:
+                lines.append("")  # the header row is a paragraph of its own
+            kept += 1
+    finally:
+        parser.source.close()
     if omitted:
         lines.append(f"… {omitted:,} more rows not indexed")
-    return "\n".join(lines), omitted
+    return "\n".join(lines), omitted, max(widest, parser.widest)
 
 
 def parse_xlsx(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDocument:
@@ -128,17 +200,34 @@ def parse_xlsx(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedD
     builder = BodyBuilder()
     warnings: list[str] = []
     capped: list[str] = []
+    wide: list[str] = []
     broken: list[str] = []
+    unread: list[str] = []
+    max_rows = options.max_rows_per_sheet
+    max_columns = options.limits.max_sheet_columns
+    budget = _Budget(CELL_BUDGET_FACTOR * max_rows * max_columns)
+    last_rows: dict[str, Any] = {}  # a sheet's XML may be listed under several names
     try:
         for sheet in workbook.worksheets:
             name = str(sheet.title)
+            if budget.exhausted or budget.left <= 0:
+                unread.append(name)
+                continue
             try:
-                text, omitted = _sheet_text(sheet, options.max_rows_per_sheet)
+                text, omitted, widest = _sheet_text(sheet, max_rows, max_columns, budget, last_rows)
             except (KeyError, ValueError, TypeError, SyntaxError, *ZIP_ERRORS):
                 broken.append(name)
                 continue
+            if budget.exhausted:
+                warnings.append(
+                    f"sheet {name!r} read in part: the workbook's cell budget "
+                    f"({CELL_BUDGET_FACTOR} × [limits] max_sheet_rows × max_sheet_columns) "
+                    "ran out"
+                )
             if omitted:
                 capped.append(f"{name!r} ({omitted:,} rows)")
+            if widest:
+                wide.append(f"{name!r} (to column {widest:,})")
             if builder.chars + len(text) > options.max_chars:
                 warnings.append(
                     f"text cut at {options.max_chars:,} characters (sheet {name!r}); "
@@ -152,8 +241,20 @@ def parse_xlsx(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedD
         workbook.close()
     if capped:
         warnings.append(
-            f"only the first {options.max_rows_per_sheet:,} rows of each sheet are indexed; "
+            f"only the first {max_rows:,} rows of each sheet are indexed; "
             f"left out: {', '.join(capped)}"
+        )
+    if wide:
+        warnings.append(
+            f"only the first {max_columns:,} columns of each sheet are indexed "
+            f"([limits] max_sheet_columns); left out: {', '.join(wide)}"
+        )
+    if unread:
+        warnings.append(
+            f"{len(unread):,} sheets not read ({', '.join(map(repr, unread[:5]))}"
+            f"{' ...' if len(unread) > 5 else ''}): the workbook's cell budget "
+            f"({CELL_BUDGET_FACTOR} × [limits] max_sheet_rows × max_sheet_columns, "
+            f"{CELL_BUDGET_FACTOR * max_rows * max_columns:,} cells) ran out"
         )
     if broken:
         warnings.append(f"sheets {', '.join(map(repr, broken))} could not be read; skipped")
