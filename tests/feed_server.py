@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import socket
 import ssl
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -86,7 +87,7 @@ class FeedServer:
                     server.requests.append(Request(self.path, dict(self.headers.items()), status))
                 _send(self, status, body, headers)
 
-        self.httpd = ThreadingHTTPServer((host, 0), Handler)
+        self.httpd = _QuietServer((host, 0), Handler)
         if tls is not None:  # https://
             self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
         self.scheme = "https" if tls is not None else "http"
@@ -155,6 +156,14 @@ class FeedServer:
             ):
                 return 304, b"", headers
         return 200, doc.body, headers
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """Clients that hang up (a refused feed, a connection closed unread) are no error."""
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes, headers: dict) -> None:

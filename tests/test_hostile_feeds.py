@@ -20,7 +20,7 @@ from rag_serving.config import FeedsSourceConfig
 from rag_serving.errors import SourceUnavailableError
 from rag_serving.feeds import archive
 from rag_serving.feeds import fetch as fetch_module
-from rag_serving.feeds.archive import list_archived_entries
+from rag_serving.feeds.archive import FeedSpec, FeedState, list_archived_entries
 from rag_serving.feeds.fetch import REASON_CHARS, FetchError, fetch_feed
 from rag_serving.feeds.network import (
     LOCAL,
@@ -31,7 +31,7 @@ from rag_serving.feeds.network import (
     address_reach,
 )
 from rag_serving.feeds.opml import read_opml
-from rag_serving.feeds.parse import parse_feed
+from rag_serving.feeds.parse import Entry, parse_feed
 from rag_serving.feeds.poll import refresh_feeds
 from tests.feed_server import FeedServer, lan_address
 
@@ -450,3 +450,22 @@ def test_a_server_reason_phrase_is_not_stored(server: FeedServer) -> None:
 def test_the_deadline_covers_connecting_too() -> None:
     with pytest.raises(httpcore.ConnectTimeout):
         GuardedBackend(LOCAL, time.monotonic() - 1).connect_tcp("127.0.0.1", 9, timeout=1)
+
+
+def test_an_entry_of_html_nested_100000_deep_is_indexed_as_text_with_a_warning() -> None:
+    from rag_assets.formats.model import options_for
+    from rag_assets.sources.feeds import entry_document
+    from rag_serving.limits import Limits
+
+    html = "<div>" * 100_000 + "Glacier retreat measured" + "</div>" * 100_000
+    state = FeedState(url="https://example.org/feed")
+    entry = Entry(guid="deep", title="Deep", content=html)
+    state.merge([entry], datetime.now(UTC))
+    spec = FeedSpec(state.url, 60)
+    started = time.perf_counter()
+    document = entry_document(
+        spec, state, archive.entry_id(entry), entry, options_for(Limits(max_nesting_depth=64))
+    )
+    assert time.perf_counter() - started < 10
+    assert "Glacier retreat measured" in document.body
+    assert any("64" in warning for warning in document.warnings), document.warnings

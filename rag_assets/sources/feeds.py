@@ -131,13 +131,22 @@ def _fold(text: str) -> str:
     return " ".join(text.split()).lower()
 
 
-def entry_text(text: str | None, content_type: str) -> str:
+def entry_text(
+    text: str | None,
+    content_type: str,
+    max_depth: int | None = None,
+    warnings: list[str] | None = None,
+) -> str:
     """An entry's content as text: HTML through the page extractor (everything
-    kept: an entry has no navigation), plain text as it is."""
+    kept: an entry has no navigation; elements nested deeper than ``max_depth`` read
+    as plain text, saying so in ``warnings``), plain text as it is."""
     if not text or not text.strip():
         return ""
     if content_type == "html":
-        return html_text(text, boilerplate=False).text
+        extracted = html_text(text, boilerplate=False, max_depth=max_depth)
+        if warnings is not None:
+            warnings.extend(extracted.warnings)
+        return extracted.text
     return "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").split("\n")).strip()
 
 
@@ -147,8 +156,9 @@ def entry_document(
     """One entry as a document: a header (feed, author, date, link) and its text."""
     warnings: list[str] = []
     feed_title = archive.display_title(spec, state)
-    body = entry_text(entry.content, entry.content_type) or entry_text(
-        entry.summary, entry.summary_type
+    depth = options.limits.max_nesting_depth
+    body = entry_text(entry.content, entry.content_type, depth, warnings) or entry_text(
+        entry.summary, entry.summary_type, depth, warnings
     )
     body = cap_text(body, options, warnings)
     title = entry.title or _title_from(body) or entry.link or "(untitled entry)"
