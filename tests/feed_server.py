@@ -14,6 +14,7 @@ import ssl
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.utils import formatdate
@@ -176,6 +177,27 @@ def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes, headers: di
         handler.end_headers()
         if status != 304 and body:
             handler.wfile.write(body)
+
+
+def rss(title: str, *items: str) -> bytes:
+    """A small RSS 2.0 feed: one entry per text (guid, title and description)."""
+    entries = "".join(
+        f"<item><guid>urn:{title}:{n}</guid><title>{text}</title>"
+        f"<description>{text}</description></item>"
+        for n, text in enumerate(items)
+    )
+    return (
+        f"<?xml version='1.0'?><rss version='2.0'><channel><title>{title}</title>{entries}"
+        "</channel></rss>"
+    ).encode()
+
+
+def zeros_gzip(size: int, level: int = 6) -> bytes:
+    """gzip of ``size`` zero bytes (a gzip bomb: ~1,000 to 1), made in 1 MiB steps."""
+    packer = zlib.compressobj(level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    block = bytes(1 << 20)
+    parts = [packer.compress(block) for _ in range(size >> 20)]
+    return b"".join(parts) + packer.flush()
 
 
 def lan_address() -> str:

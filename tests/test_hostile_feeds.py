@@ -9,7 +9,6 @@ import gzip
 import json
 import ssl
 import time
-import zlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -33,20 +32,7 @@ from rag_serving.feeds.network import (
 from rag_serving.feeds.opml import read_opml
 from rag_serving.feeds.parse import Entry, parse_feed
 from rag_serving.feeds.poll import refresh_feeds
-from tests.feed_server import FeedServer, lan_address
-
-
-def rss(title: str, *items: str) -> bytes:
-    entries = "".join(
-        f"<item><guid>urn:{title}:{i}</guid><title>{text}</title><description>{text}"
-        "</description></item>"
-        for i, text in enumerate(items)
-    )
-    return (
-        f"<?xml version='1.0'?><rss version='2.0'><channel><title>{title}</title>{entries}"
-        "</channel></rss>"
-    ).encode()
-
+from tests.feed_server import FeedServer, lan_address, rss, zeros_gzip
 
 GOOD = rss("Good", "Zebras cross the river", "Volcano wakes")
 
@@ -280,18 +266,10 @@ def test_a_local_feed_that_is_not_a_file_is_refused_unread() -> None:
 # ---- item 5: compression --------------------------------------------------------------
 
 
-def zeros_gzip(size: int) -> bytes:
-    """gzip of ``size`` zero bytes, made in steps (no ``size`` bytes in memory)."""
-    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    block = bytes(1 << 20)
-    out = [packer.compress(block) for _ in range(size >> 20)]
-    return b"".join(out) + packer.flush()
-
-
 def test_stacked_or_unasked_compression_is_refused_and_gzip_is_capped_decoded(
     server: FeedServer,
 ) -> None:
-    bomb = zeros_gzip(1 << 28)  # 256 MiB of zeros in 255 kB
+    bomb = zeros_gzip(1 << 28, 9)  # 256 MiB of zeros in 255 kB
     stacked = gzip.compress(bomb)  # under 1 kB: "gzip, gzip" unpacks to 256 MiB
     assert len(stacked) < 1_000
     url = server.route("/stacked.xml", stacked, {"Content-Encoding": "gzip, gzip"})

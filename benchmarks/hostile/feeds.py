@@ -11,38 +11,23 @@ from __future__ import annotations
 
 import gzip
 import json
-import zlib
 from pathlib import Path
 from typing import Any
 
 from benchmarks.hostile import HostileCase, HttpFixture
+from tests.feed_server import rss, zeros_gzip
 
 GIB = 1 << 30
 _GZIP_CACHE: dict[int, bytes] = {}
 
 
-def rss(title: str, *items: str) -> bytes:
-    entries = "".join(
-        f"<item><guid>urn:{title}:{n}</guid><title>{text}</title>"
-        f"<description>{text}</description></item>"
-        for n, text in enumerate(items)
-    )
-    return (
-        f"<?xml version='1.0'?><rss version='2.0'><channel><title>{title}</title>{entries}"
-        "</channel></rss>"
-    ).encode()
-
-
 GOOD = rss("Good news", "Zebra herds migrate north", "Volcano wakes in Iceland")
 
 
-def zeros_gzip(size: int) -> bytes:
-    """gzip of ``size`` zero bytes (made in 1 MiB steps, once per size)."""
+def cached_zeros_gzip(size: int) -> bytes:
+    """``zeros_gzip`` once per size (two cases serve the same 4 GiB bomb)."""
     if size not in _GZIP_CACHE:
-        packer = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-        block = bytes(1 << 20)
-        parts = [packer.compress(block) for _ in range(size >> 20)]
-        _GZIP_CACHE[size] = b"".join(parts) + packer.flush()
+        _GZIP_CACHE[size] = zeros_gzip(size)
     return _GZIP_CACHE[size]
 
 
@@ -70,13 +55,13 @@ def opml_local_files(folder: Path, http: HttpFixture) -> dict[str, Any]:
 
 
 def stacked_gzip(folder: Path, http: HttpFixture) -> dict[str, Any]:
-    body = gzip.compress(zeros_gzip(4 * GIB), 9)
+    body = gzip.compress(cached_zeros_gzip(4 * GIB), 9)
     bomb = http.route("/stacked.xml", body, {"Content-Encoding": "gzip, gzip"})
     return feeds_source(bomb, http.route("/stacked-good.xml", GOOD))
 
 
 def gzip_bomb(folder: Path, http: HttpFixture) -> dict[str, Any]:
-    bomb = http.route("/bomb.xml", zeros_gzip(4 * GIB), {"Content-Encoding": "gzip"})
+    bomb = http.route("/bomb.xml", cached_zeros_gzip(4 * GIB), {"Content-Encoding": "gzip"})
     return feeds_source(bomb, http.route("/bomb-good.xml", GOOD))
 
 
