@@ -23,7 +23,8 @@ PY313_TESTS = tests/test_config.py tests/test_config_validation.py tests/test_se
 	tests/test_mcp_units.py tests/test_mcp_stdio.py tests/test_mcp_errors.py \
 	tests/test_ollama_embedder.py tests/test_embedders.py tests/test_import_rules.py \
 	tests/test_git_repository.py tests/test_code_chunker.py tests/test_mail_reader.py \
-	tests/test_feeds_reader.py tests/test_kind_filters.py tests/test_new_sources.py
+	tests/test_feeds_reader.py tests/test_kind_filters.py tests/test_new_sources.py \
+	tests/test_hostile_feeds.py tests/test_serving_bounds.py tests/test_limits_config.py
 
 test-py313:
 	scripts/setup.sh --dev --python 3.13

@@ -85,7 +85,11 @@ class HttpServer:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
         self.port = port
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass  # a client hanging up on a bomb is expected
+
+        self._server = Server(("127.0.0.1", port), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
