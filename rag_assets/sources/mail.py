@@ -57,6 +57,7 @@ from rag_serving.mailstore.listing import (
 from rag_serving.mailstore.message import (
     MailMessage,
     MessageError,
+    MessageTooLarge,
     attachment_payload,
     read_message,
     record_json,
@@ -185,7 +186,10 @@ class MailKind(SourceKind):
         except MailboxChanged as exc:
             raise ItemError(str(exc)) from None
         try:
-            record, msg = read_message(data)
+            # the source's limits, as the listing read it (the same attachments)
+            record, msg = read_message(data, self.mail_config.limits)
+        except MessageTooLarge as exc:
+            raise ItemSkipped(str(exc)) from None
         except MessageError as exc:
             raise ItemError(f"a broken message: {exc}") from None
         self._parsed = (message_key, record, msg)

@@ -4,12 +4,15 @@ What is a mailbox inside the source folder (the safe walker lists it: nothing ou
 the source is read, links leading out are refused):
 
 - a **Maildir**: any folder with ``cur/`` and/or ``new/`` (nested, Maildir++ dot
-  folders); its messages are the files in ``cur/`` and ``new/``. Key
+  folders); its messages are the files in ``cur/`` and ``new/`` whose names do not
+  start with ``.`` (``.gitkeep``, ``..:2,S``: Maildir readers pass them over). Key
   ``<maildir>/<unique part of the file name>`` (before ``:2,`` / ``!2,``), so a flag
   change or a move from ``new/`` to ``cur/`` is the same message;
 - an **mbox**: a ``.mbox`` / ``.mbx`` file, or any file whose first bytes are ``From ``
   (Thunderbird's extension-less mailboxes). Key ``<mbox path>/<Message-ID>`` (the
-  SHA-1 of the message when it has none, ``~2``… for a repeated id);
+  SHA-1 of the message when it has none or one that is no plain path, ``~2``… for a
+  repeated id: the next free suffix of each id is kept, so 20,000 messages of one id
+  list in linear time);
 - a **message file**: ``.eml``, Apple Mail ``.emlx`` / ``.partial.emlx``, and any
   other file that starts with mail header lines (notmuch-style folders). Key = its
   path.
@@ -21,6 +24,10 @@ known message is still there, byte for byte) is read from that message on; anyth
 else is split again. Attachments are child items ``<message key>/attachments/<n>-<name>``:
 a message is read once to find them, then its attachment list is cached with its
 fingerprint, so an unchanged source costs stats only.
+
+A message is read within the source's ``[limits]`` (``rag_serving.mailstore.message``):
+one whose header block is over ``max_header_bytes`` is keyed by its SHA-1, listed
+without attachments, and made a problem when it is parsed.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -238,6 +245,7 @@ class _Scanner:
         self.listing = listing
         self.files_cache = self._load("files.json").get("files", {})
         keys: set[str] = set()
+        suffixes: dict[str, int] = {}
         for stat in files:
             if stat.problem is not None:
                 listing.problems.append(
@@ -254,9 +262,21 @@ class _Scanner:
             if form is None:
                 continue
             entries = self._mbox(root, stat) if form == "mbox" else self._file(root, stat, form)
+            renamed: dict[str, str] = {}
             for entry in entries:
+                if entry.message_key is not None and entry.message_key in renamed:
+                    # an attachment of a renamed message: under its message's new key
+                    message_key = renamed[entry.message_key]
+                    entry = replace(
+                        entry,
+                        key=message_key + entry.key[len(entry.message_key) :],
+                        message_key=message_key,
+                    )
                 if entry.key in keys:  # a loose file named like a Maildir message
-                    entry = _renamed(entry, keys)
+                    key = free_key(entry.key, keys, suffixes)
+                    if not entry.is_attachment:
+                        renamed[entry.key] = key
+                    entry = replace(entry, key=key)
                 keys.add(entry.key)
                 listing.entries.append(entry)
         if self.write:
@@ -269,7 +289,7 @@ class _Scanner:
         parts = stat.path.split("/")
         name = parts[-1].lower()
         if len(parts) >= 2 and parts[-2] in MAILDIR_PARTS:
-            return "file"
+            return None if name.startswith(".") else "file"
         if name.endswith(_MBOX_SUFFIXES):
             return "mbox"
         if name.endswith(".emlx"):
@@ -332,7 +352,7 @@ class _Scanner:
         if not data:
             return []
         try:
-            record, _ = read_message(data)
+            record, _ = read_message(data, self.config.limits)
         except MessageError:
             return []
         except Exception:  # the email package on a malformed message: parse reports it
@@ -439,6 +459,7 @@ class _Scanner:
         """[offset, length, sha1, key, attachments] of new spans (a span whose SHA-1
         the cache knows is not read again)."""
         used = {m[3] for m in kept}
+        suffixes: dict[str, int] = {}
         described = []
         for span in spans:
             cached = (known or {}).get(span.sha1)
@@ -449,11 +470,7 @@ class _Scanner:
                 raw = handle.read(min(span.length, self.config.max_message_bytes))
                 data = message_bytes(raw)
                 base, attachments = self._mbox_message(data, raw)
-            key = base
-            count = 1
-            while key in used:
-                count += 1
-                key = f"{base}~{count}"
+            key = free_key(base, used, suffixes)
             used.add(key)
             described.append([span.offset, span.length, span.sha1, key, attachments])
         return described
@@ -465,13 +482,13 @@ class _Scanner:
         attachments: list[list[Any]] = []
         try:
             if self.config.attachments:
-                record, _ = read_message(data)
+                record, _ = read_message(data, self.config.limits)
                 message_id = record.message_id
                 attachments = [
                     [a.number, a.item_name, a.size, bool(a.suffix)] for a in record.attachments
                 ]
             else:
-                message_id = header_message_id(data)
+                message_id = header_message_id(data, self.config.limits)
         except Exception:  # a broken message: keyed by its bytes; parse reports it
             message_id = None
         return message_key_id(raw, message_id), attachments
@@ -517,18 +534,20 @@ def _base_key(key: str) -> str:
     return re.sub(r"~\d+$", "", key)
 
 
-def _renamed(entry: MailEntry, keys: set[str]) -> MailEntry:
-    count = 2
-    while f"{entry.key}~{count}" in keys:
+def free_key(base: str, used: set[str], suffixes: dict[str, int]) -> str:
+    """``base``, else the first of ``base~2``, ``base~3``… not in ``used``. ``suffixes``
+    keeps the last suffix given per base: as ``used`` only grows, every one below it
+    is taken, so a run of one base costs O(1) per key, not a search from ``~2``."""
+    count = suffixes.get(base, 1)
+    key = base if count == 1 else f"{base}~{count}"
+    while key in used:
         count += 1
-    from dataclasses import replace
-
-    return replace(entry, key=f"{entry.key}~{count}")
+        key = f"{base}~{count}"
+    suffixes[base] = count
+    return key
 
 
 def _too_large(entry: MailEntry, limit: int, setting: str = "max_message_bytes") -> MailEntry:
-    from dataclasses import replace
-
     return replace(
         entry,
         problem=f"larger than {setting} ({entry.size:,} > {limit:,} bytes); raise {setting} "

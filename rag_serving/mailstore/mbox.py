@@ -5,6 +5,8 @@ that follows a blank line and carries a time or a year (``From x@y Thu Jan  1
 00:00:00 1970``): a body line ``From here on…`` after a blank line is not split on
 unless it looks like a separator. The separator line is not ASCII in some archives
 (``From christian at “example.org”``): it is only matched as bytes, never decoded.
+A line longer than a read block (a gigabyte without a newline) is read in pieces,
+never held whole.
 """
 
 from __future__ import annotations
@@ -39,9 +41,11 @@ def split_mbox(handle: BinaryIO, start: int = 0) -> Iterator[MboxSpan]:
     position = start
     previous_blank = True  # the top of the file (or of a known message) starts one
     pending_blank = b""  # a blank line held back: it ends a message if a separator follows
-    for line in _lines(handle):
-        starts = line.startswith(b"From ") and (
-            position == start or (previous_blank and _SEPARATOR_DATE.search(line) is not None)
+    for line, line_start in _lines(handle):
+        starts = (
+            line_start
+            and line.startswith(b"From ")
+            and (position == start or (previous_blank and _SEPARATOR_DATE.search(line) is not None))
         )
         if starts:
             if begin is not None:
@@ -52,7 +56,7 @@ def split_mbox(handle: BinaryIO, start: int = 0) -> Iterator[MboxSpan]:
         elif begin is None:
             # bytes before the first separator (not an mbox, or junk): not a message
             position += len(line)
-            previous_blank = line.strip() == b""
+            previous_blank = line_start and line.strip() == b""
             continue
         if pending_blank:
             digest.update(pending_blank)
@@ -69,16 +73,23 @@ def split_mbox(handle: BinaryIO, start: int = 0) -> Iterator[MboxSpan]:
         yield MboxSpan(begin, end - begin, digest.hexdigest())
 
 
-def _lines(handle: BinaryIO) -> Iterator[bytes]:
+def _lines(handle: BinaryIO) -> Iterator[tuple[bytes, bool]]:
+    """The lines of ``handle`` with their newline, and whether each starts a line: a
+    line longer than ``_BLOCK`` comes in pieces (held whole, a 1 GB line would cost
+    1 GB, and its rest be copied once per block)."""
     rest = b""
+    line_start = True
     while block := handle.read(_BLOCK):
-        block = rest + block
-        lines = block.split(b"\n")
+        lines = (rest + block).split(b"\n")
         rest = lines.pop()
         for line in lines:
-            yield line + b"\n"
+            yield line + b"\n", line_start
+            line_start = True
+        if len(rest) >= _BLOCK:
+            yield rest, line_start
+            rest, line_start = b"", False
     if rest:
-        yield rest
+        yield rest, line_start
 
 
 def read_span(handle: BinaryIO, offset: int, length: int) -> bytes:

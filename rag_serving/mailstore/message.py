@@ -5,6 +5,14 @@ unknown charset falls back to UTF-8 with replacement, a broken MIME part is pass
 over with a warning. ``read_message`` raises ``MessageError`` only when nothing of
 the message can be read.
 
+Every message is bounded (``rag_serving.limits.Limits``): a header block over
+``max_header_bytes`` makes it a problem before anything is parsed; the parser is fed
+in small pieces and stopped (the message read up to there, with a warning) at
+``max_nesting_depth`` or when the lines read, or the boundary tests nested parts
+cost, pass their caps; its parts are walked once, without recursion, up to
+``max_mime_parts``; a header value longer than ``PARSED_HEADER_CHARS`` is read raw,
+never by policy.default's header parser (quadratic in the length of a value).
+
 The body is the text/plain part, else the HTML part (kept as HTML: the indexing side
 cleans it to text); other inline text parts without a file name (a patch sent as a
 second part) are appended to it. Parts with a file name are attachments; the ones
@@ -18,14 +26,17 @@ import contextlib
 import email.utils
 import hashlib
 import re
+import weakref
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from email import policy
+from email.feedparser import BytesFeedParser
 from email.header import decode_header, make_header
 from email.message import EmailMessage, Message
-from email.parser import BytesParser
+from email.policy import EmailPolicy
 from pathlib import PurePosixPath
 from typing import Any
+
+from rag_serving.limits import DEFAULT_LIMITS, Limits
 
 # attachment file suffixes the document parsers read (rag_assets.formats.router)
 ATTACHMENT_SUFFIXES = frozenset(
@@ -48,10 +59,54 @@ _SUFFIX_BY_TYPE = {
 _MESSAGE_ID = re.compile(r"<([^<>\s]+)>")
 _KEY_SAFE_ID = re.compile(r"^[!-~]{1,250}$")  # printable ASCII, no space
 _UNSAFE_NAME = re.compile(r"[^\w.+-]+")
+_BARE_ADDRESS = re.compile(r"[^\s<>,;:()\"]+@[^\s<>,;:()\"]+")
+
+# A header value longer than this is read raw (decode_header, getaddresses), never by
+# policy.default's parser: it is quadratic in a value's length (250 kB of encoded
+# words: 7 s). Inside parts (which only the email package reads) it is cut to this.
+PARSED_HEADER_CHARS = 16_384
+# Lines of one message the parser reads: each is a Python string while it parses
+# (~90 bytes), 50 MB of empty lines took over 4 GB. A 50 MB base64 attachment is
+# 700,000 lines.
+MAX_MESSAGE_LINES = 2_000_000
+# Lines read × boundaries of the multiparts around them: the parser tests every line
+# against every enclosing boundary (200 levels × 400,000 lines: 8 s). ~1 s here.
+MAX_BOUNDARY_TESTS = 10_000_000
+# References kept of one message: the first (the thread's root) and the last ones
+# (its parents), as clients trim them (RFC 5322 §3.6.4).
+MAX_REFERENCES = 100
+_FEED_BYTES = 4096  # the parser is fed this much at a time, its depth checked between
+# A header line: a field, a continuation or an mbox "From " line (the parser's
+# headerRE); the header block ends at the first line that is none (a blank line).
+_HEADER_LINE = re.compile(rb"From |[!-9;-~]*:|[ \t]")
+_HEADER_END = re.compile(rb"(?:\r\n|\n|\r(?!\n))(?!From |[!-9;-~]*:|[ \t])")
+# The parts of each message read: attachment_payload counts in them without a walk.
+_PARTS: weakref.WeakKeyDictionary[Message, list[Message]] = weakref.WeakKeyDictionary()
 
 
 class MessageError(Exception):
     """The message cannot be read at all; ``str(e)`` says why."""
+
+
+class MessageTooLarge(MessageError):
+    """The message is over one of the caps of ``[limits]``; ``str(e)`` names it."""
+
+
+class _BoundedPolicy(EmailPolicy):
+    """policy.default, with a header value longer than ``PARSED_HEADER_CHARS`` cut
+    before it is parsed (what the email package reads of parts: their Content-Type,
+    Content-Disposition, file names)."""
+
+    def header_fetch_parse(self, name: str, value: str) -> Any:
+        if len(value) > PARSED_HEADER_CHARS:
+            value = value[:PARSED_HEADER_CHARS]
+        try:
+            return super().header_fetch_parse(name, value)
+        except RecursionError:  # comments nested thousands deep: read without them
+            return super().header_fetch_parse(name, value.replace("(", " ").replace(")", " "))
+
+
+_POLICY = _BoundedPolicy()
 
 
 @dataclass(frozen=True)
@@ -118,41 +173,132 @@ class MailMessage:
 
 
 def message_key_id(data: bytes, message_id: str | None) -> str:
-    """The part of a key naming a message: its Message-ID when it is printable ASCII,
-    else the SHA-1 of its bytes."""
-    if message_id and _KEY_SAFE_ID.match(message_id) and "/attachments/" not in message_id:
+    """The part of a key naming a message: its Message-ID when it is printable ASCII
+    and a plain path (no ``.``, ``..`` or empty segment, no backslash: ``open`` could
+    not reach it), else the SHA-1 of its bytes."""
+    if (
+        message_id
+        and _KEY_SAFE_ID.match(message_id)
+        and "/attachments/" not in message_id
+        and "\\" not in message_id
+        and all(part not in ("", ".", "..") for part in message_id.split("/"))
+    ):
         return message_id
     return hashlib.sha1(data).hexdigest()
 
 
-def parse_bytes(data: bytes) -> EmailMessage:
-    """The message object of ``data`` (never raises: the parser records defects)."""
-    return BytesParser(policy=policy.default).parsebytes(data)  # type: ignore[return-value]
+def header_end(data: bytes, limits: Limits = DEFAULT_LIMITS) -> int:
+    """Where the header block of ``data`` ends (looked for in its first
+    ``max_header_bytes`` only). Raises ``MessageTooLarge`` past the cap."""
+    cap = limits.max_header_bytes
+    if data[:1] in (b"\n", b"\r"):
+        return 0  # no headers
+    found = _HEADER_END.search(data, 0, cap + 1)
+    if found is None:
+        if len(data) <= cap:
+            return len(data)
+    # the search stopped at the cap: the line after it may still be a header line
+    elif not _HEADER_LINE.match(data, found.end()):
+        return found.end()
+    raise MessageTooLarge(
+        f"its header block is larger than max_header_bytes ({cap:,} bytes); raise "
+        "[limits] max_header_bytes to index it"
+    )
 
 
-def header_message_id(data: bytes) -> str | None:
-    """The Message-ID of a message, from its headers alone."""
-    msg = BytesParser(policy=policy.default).parsebytes(data, headersonly=True)
-    return _first_id(_header(msg, "message-id", []))
+def parse_bytes(data: bytes, limits: Limits = DEFAULT_LIMITS) -> EmailMessage:
+    """The message object of ``data``, read up to the caps of ``limits`` (the parser
+    records defects, never raises)."""
+    return _parse(data, limits)[0]
 
 
-def read_message(data: bytes) -> tuple[MailMessage, EmailMessage]:
-    """The record of a message, and its parsed object (for attachment payloads)."""
+def _parse(data: bytes, limits: Limits) -> tuple[EmailMessage, str | None, str | None]:
+    """The message object of ``data``, fed to the parser a piece at a time and read
+    up to where a cap stops it; with that cap's setting and a warning saying so."""
+    made = 0
+
+    def factory(policy: EmailPolicy = _POLICY) -> EmailMessage:
+        nonlocal made
+        made += 1
+        return EmailMessage(policy=policy)
+
+    parser = BytesFeedParser(factory, policy=_POLICY)
+    made = lines = tests = 0
+    stopped: tuple[str, str] | None = None
+    # The parser's own state (stable since Python 2.5): an absent one disables a check.
+    stack: list[Any] = getattr(parser, "_msgstack", [])
+    matchers: list[Any] = getattr(getattr(parser, "_input", None), "_eofstack", [])
+    for start in range(0, len(data), _FEED_BYTES):
+        chunk = data[start : start + _FEED_BYTES]
+        count = chunk.count(b"\n") + chunk.count(b"\r") - chunk.count(b"\r\n")
+        lines += count
+        tests += count * len(matchers)
+        if lines > MAX_MESSAGE_LINES:
+            stopped = ("lines", f"the message has more than {MAX_MESSAGE_LINES:,} lines")
+        elif tests > MAX_BOUNDARY_TESTS:
+            stopped = ("lines", f"the message nests {len(matchers)} multipart parts around "
+                       f"{lines:,} lines (too costly to read)")  # fmt: skip
+        if stopped:
+            break
+        parser.feed(chunk)
+        if len(stack) - 1 > limits.max_nesting_depth:
+            stopped = ("max_nesting_depth", "the message nests parts deeper than "
+                       f"max_nesting_depth ({limits.max_nesting_depth})")  # fmt: skip
+        elif made > limits.max_mime_parts:
+            rest = data.count(b"\n--", start + _FEED_BYTES)  # a part starts at each
+            stopped = ("max_mime_parts", f"the message has more than max_mime_parts "
+                       f"({limits.max_mime_parts:,}) MIME parts: about {rest:,} more")  # fmt: skip
+        if stopped:
+            break
+    msg: EmailMessage = parser.close()  # type: ignore[assignment]
+    if stopped is None:
+        return msg, None, None
+    setting, what = stopped
+    warning = f"{what}: the rest of it was not read"
+    if setting != "lines":
+        warning += f"; raise [limits] {setting} to read it"
+    return msg, setting, warning
+
+
+def header_message_id(data: bytes, limits: Limits = DEFAULT_LIMITS) -> str | None:
+    """The Message-ID of a message, from its headers alone (None when its header
+    block is over ``max_header_bytes``)."""
+    try:
+        end = header_end(data, limits)
+    except MessageTooLarge:
+        return None
+    parser = BytesFeedParser(policy=_POLICY)
+    parser.feed(data[:end])
+    return _first_id(_header(parser.close(), "message-id", []))
+
+
+def read_message(data: bytes, limits: Limits = DEFAULT_LIMITS) -> tuple[MailMessage, EmailMessage]:
+    """The record of a message, and its parsed object (for attachment payloads).
+    Raises ``MessageTooLarge`` when its header block is over ``max_header_bytes``,
+    ``MessageError`` when nothing of it can be read."""
     if not data.strip():
         raise MessageError("an empty message")
+    header_end(data, limits)
     try:
-        msg = parse_bytes(data)
+        msg, stopped, warning = _parse(data, limits)
+    except RecursionError:
+        raise MessageError(
+            "its parts are nested too deeply to be read; lower [limits] max_nesting_depth"
+        ) from None
     except Exception as exc:  # the parser is lenient; this is a bug in it
         raise MessageError(f"the message cannot be parsed ({type(exc).__name__}: {exc})") from None
-    warnings: list[str] = []
+    warnings = [warning] if warning else []
     if not any(msg.get(h) is not None for h in ("from", "subject", "date", "message-id")):
         head = data[:200].decode("utf-8", "replace")
         if ":" not in head.split("\n", 1)[0]:
             raise MessageError("not a mail message (no header lines)")
     message_id = _first_id(_header(msg, "message-id", warnings))
-    # an id without "@" is no id ("In-Reply-To: <yes>", git send-email's prompt answer)
-    references = [i for i in _ids(_header(msg, "references", warnings)) if "@" in i]
+    # an id without "@" is no id ("In-Reply-To: <yes>", git send-email's prompt answer);
+    # a message citing itself would make a loop of its thread
+    references = _references(_ids(_header(msg, "references", warnings)), message_id)
     in_reply_to = next((i for i in _ids(_header(msg, "in-reply-to", warnings)) if "@" in i), None)
+    if in_reply_to == message_id:
+        in_reply_to = None
     record = MailMessage(
         subject=" ".join(_header(msg, "subject", warnings).split()),
         sender=next(iter(_addresses(msg, "from", warnings)), None),
@@ -166,17 +312,29 @@ def read_message(data: bytes) -> tuple[MailMessage, EmailMessage]:
         html=None,
         warnings=warnings,
     )
-    _read_body(msg, record)
+    _read_body(msg, record, limits, counted=stopped == "max_mime_parts")
     return record, msg
 
 
 def attachment_payload(msg: EmailMessage, number: int) -> bytes:
-    """The decoded bytes of attachment ``number`` (1-based) of a parsed message."""
-    for index, part in enumerate(_attachment_parts(msg), start=1):
-        if index == number:
-            payload = part.get_payload(decode=True)
-            return payload if isinstance(payload, bytes) else b""
-    raise MessageError(f"the message has no attachment {number}")
+    """The decoded bytes of attachment ``number`` (1-based) of a message
+    ``read_message`` returned."""
+    parts = _PARTS.get(msg)
+    if parts is None:
+        parts = _attachment_parts(msg)
+    if not 1 <= number <= len(parts):
+        raise MessageError(f"the message has no attachment {number}")
+    payload = parts[number - 1].get_payload(decode=True)
+    return payload if isinstance(payload, bytes) else b""
+
+
+def _references(ids: list[str], own: str | None) -> list[str]:
+    """The References ids: once each, not the message's own, the first (the root)
+    and the last ``MAX_REFERENCES - 1`` (its nearest parents)."""
+    kept = [i for i in dict.fromkeys(ids) if "@" in i and i != own]
+    if len(kept) > MAX_REFERENCES:
+        kept = kept[:1] + kept[1 - MAX_REFERENCES :]
+    return kept
 
 
 # ---------------------------------------------------------------------------
@@ -197,28 +355,36 @@ def _clean(text: str) -> str:
             return raw.decode("latin-1")
 
 
+def _raw_values(msg: Message, name: str) -> list[str]:
+    """A header's values as written (``raw_items`` parses nothing)."""
+    return [str(value) for key, value in msg.raw_items() if key.lower() == name]
+
+
+def _decoded(value: str) -> str:
+    """A raw header value with its RFC 2047 words decoded where they can be."""
+    with contextlib.suppress(Exception):  # else kept as written
+        value = str(make_header(decode_header(value)))
+    return _clean(value)
+
+
 def _raw_header(msg: Message, name: str) -> list[str]:
     """A header's values without policy.default's parsing (which can raise on a
-    malformed one): RFC 2047 words decoded where they can be."""
-    values = []
-    for key, value in msg.raw_items():
-        if key.lower() != name:
-            continue
-        value = str(value)
-        with contextlib.suppress(Exception):  # else kept as written
-            value = str(make_header(decode_header(value)))
-        values.append(_clean(value))
-    return values
+    malformed one, and is quadratic in a value's length): RFC 2047 words decoded."""
+    return [_decoded(value) for value in _raw_values(msg, name)]
 
 
 def _header(msg: Message, name: str, warnings: list[str]) -> str:
+    raw = _raw_values(msg, name)
+    if not raw:
+        return ""
+    if len(raw[0]) > PARSED_HEADER_CHARS:
+        return _decoded(raw[0])
     try:
         value = msg.get(name)
         return "" if value is None else _clean(str(value))
     except Exception:
         warnings.append(f"the {name} header is malformed; read as written")
-        raw = _raw_header(msg, name)
-        return raw[0] if raw else ""
+        return _decoded(raw[0])
 
 
 def _ids(text: str) -> list[str]:
@@ -236,17 +402,18 @@ def _first_id(text: str) -> str | None:
 def _addresses(msg: Message, name: str, warnings: list[str]) -> list[Address]:
     """Every address of every ``name`` header (a message may carry two Cc headers)."""
     found: list[Address] = []
+    raw = _raw_values(msg, name)
     try:
-        headers = msg.get_all(name) or []
-        for header in headers:
-            for addr in getattr(header, "addresses", ()):
-                found.append(Address(_clean(addr.display_name), _clean(addr.addr_spec).lower()))
+        if any(len(value) > PARSED_HEADER_CHARS for value in raw):
+            found = _raw_addresses(raw)
+        else:
+            for header in msg.get_all(name) or []:
+                for addr in getattr(header, "addresses", ()):
+                    display, address = _clean(addr.display_name), _clean(addr.addr_spec)
+                    found.append(Address(display, address.lower()))
     except Exception:
-        found = []
         warnings.append(f"the {name} header is malformed; read as written")
-        for value in _raw_header(msg, name):
-            for display, addr in email.utils.getaddresses([value]):
-                found.append(Address(display, addr.lower()))
+        found = _raw_addresses([_decoded(value) for value in raw])
     result = []
     for addr in found:
         address = addr.address if "@" in addr.address else ""
@@ -256,8 +423,24 @@ def _addresses(msg: Message, name: str, warnings: list[str]) -> list[Address]:
     return list(dict.fromkeys(result))
 
 
+def _raw_addresses(values: list[str]) -> list[Address]:
+    """The addresses of raw header values (getaddresses is linear in their length),
+    display names decoded; bare addresses when even that fails."""
+    found: list[Address] = []
+    for value in values:
+        try:
+            pairs = email.utils.getaddresses([value])
+        except Exception:  # comments nested thousands deep
+            pairs = [("", addr) for addr in _BARE_ADDRESS.findall(value)]
+        for display, addr in pairs:
+            found.append(Address(_decoded(display) if "=?" in display else display, addr.lower()))
+    return found
+
+
 def _date(msg: Message, warnings: list[str]) -> datetime | None:
     try:
+        if any(len(value) > PARSED_HEADER_CHARS for value in _raw_values(msg, "date")):
+            raise ValueError("read raw")
         header = msg.get("date")
         moment = getattr(header, "datetime", None)
     except Exception:
@@ -266,10 +449,10 @@ def _date(msg: Message, warnings: list[str]) -> datetime | None:
         if raw:
             try:
                 moment = email.utils.parsedate_to_datetime(raw[0])
-            except (TypeError, ValueError, IndexError):
+            except Exception:  # a malformed date, from a lenient parser
                 moment = None
     if moment is None:
-        if msg.get("date") is not None:
+        if _raw_values(msg, "date"):
             warnings.append("the Date header cannot be read; the message is undated")
         return None
     if moment.tzinfo is None:
@@ -324,24 +507,76 @@ def _is_attachment(part: Message, msg: Message) -> bool:
     return True
 
 
-def _read_body(msg: EmailMessage, record: MailMessage) -> None:
+def _header_bytes(part: Message) -> int:
+    return sum(len(name) + len(value) + 3 for name, value in part.raw_items())
+
+
+def _walk(
+    msg: Message, limits: Limits, warnings: list[str], counted: bool = False
+) -> list[tuple[Message, Message | None]]:
+    """The parts read of ``msg``, in ``msg.walk()`` order, each with its parent: one walk without recursion, up to ``max_mime_parts`` parts and
+    ``max_nesting_depth`` levels, without the parts whose header block is over
+    ``max_header_bytes``. The parts not read are counted in ``warnings`` and taken
+    out of the message, so that nothing reads them later (``get_body``); ``counted``:
+    the parser already said what is past ``max_mime_parts``."""
+    kept: dict[int, tuple[Message, Message | None]] = {}
+    skipped = {"max_mime_parts": 0, "max_nesting_depth": 0, "max_header_bytes": 0}
+    stack: list[tuple[Message, Message | None, int, str | None]] = [(msg, None, 0, None)]
+    containers: list[Message] = []
+    while stack:
+        part, parent, depth, dropped = stack.pop()
+        if dropped is None:
+            if depth > limits.max_nesting_depth:
+                dropped = "max_nesting_depth"
+            elif len(kept) >= limits.max_mime_parts:
+                dropped = "max_mime_parts"
+            elif parent is not None and _header_bytes(part) > limits.max_header_bytes:
+                dropped = "max_header_bytes"
+        if dropped is None:
+            kept[id(part)] = (part, parent)
+        else:
+            skipped[dropped] += 1
+        payload = part.get_payload() if part.is_multipart() else None
+        if isinstance(payload, list) and payload:
+            if dropped is None:
+                containers.append(part)
+            stack.extend((child, part, depth + 1, dropped) for child in reversed(payload))
+    for container in containers:
+        children = container.get_payload()
+        if any(id(child) not in kept for child in children):
+            container.set_payload([child for child in children if id(child) in kept])
+    for setting, count in skipped.items():
+        if not count or (counted and setting == "max_mime_parts"):
+            continue
+        what = {
+            "max_mime_parts": f"past max_mime_parts ({limits.max_mime_parts:,})",
+            "max_nesting_depth": f"nested deeper than max_nesting_depth "
+            f"({limits.max_nesting_depth})",
+            "max_header_bytes": f"with a header block over max_header_bytes "
+            f"({limits.max_header_bytes:,} bytes)",
+        }[setting]
+        warnings.append(
+            f"{count:,} MIME parts {what} were not read; raise [limits] {setting} to read them"
+        )
+    return list(kept.values())
+
+
+def _read_body(msg: EmailMessage, record: MailMessage, limits: Limits, counted: bool) -> None:
     warnings = record.warnings
     content_type = msg.get_content_type()
     if content_type == "multipart/encrypted" or content_type == "application/pkcs7-mime":
         record.encrypted = True
     texts: list[str] = []
     html: list[str] = []
+    walked = _walk(msg, limits, warnings, counted)
+    parts = [part for part, _ in walked]
+    parents = {id(part): parent for part, parent in walked}
     try:
         body = msg.get_body(("plain", "html"))
     except Exception:
         body = None
-    try:
-        parts = list(msg.walk())
-    except Exception as exc:  # a part loop or a broken structure
-        warnings.append(f"the MIME structure is broken ({type(exc).__name__}); body only")
-        parts = [msg]
     plain_body = body is not None and body.get_content_type() == "text/plain"
-    number = 0
+    attachments: list[Message] = []
     for part in parts:
         if part.is_multipart():
             continue
@@ -350,16 +585,17 @@ def _read_body(msg: EmailMessage, record: MailMessage) -> None:
         if name is None and part_type == "message/rfc822":
             continue
         if name is not None and _is_attachment(part, msg):
-            number += 1
-            record.attachments.append(_attachment(part, name, number))
+            attachments.append(part)
+            record.attachments.append(_attachment(part, name, len(attachments)))
             continue
         disposition = (part.get_content_disposition() or "inline").lower()
         if part is body:
             (texts if part_type == "text/plain" else html).append(_text_of(part, warnings))
-        elif disposition == "inline" and part_type == "text/plain" and _is_shown(part, msg):
+        elif disposition == "inline" and part_type == "text/plain" and _is_shown(part, parents):
             texts.append(_text_of(part, warnings))  # a second inline text part (a patch)
         elif body is None and part_type == "text/html" and not html:
             html.append(_text_of(part, warnings))
+    _PARTS[msg] = attachments
     if body is None and not parts[1:] and msg.get_content_maintype() == "text":
         texts.append(_text_of(msg, warnings))  # a text/* message get_body passed over
     record.text = "\n\n".join(t.strip("\n") for t in texts if t.strip())
@@ -367,19 +603,10 @@ def _read_body(msg: EmailMessage, record: MailMessage) -> None:
         record.html = html[0]
 
 
-def _is_shown(part: Message, msg: EmailMessage) -> bool:
+def _is_shown(part: Message, parents: dict[int, Message | None]) -> bool:
     """Whether an inline text part is read with the body: not an alternative of it."""
-    parent = _parent(msg, part)
+    parent = parents.get(id(part))
     return parent is None or parent.get_content_subtype() != "alternative"
-
-
-def _parent(msg: Message, child: Message) -> Message | None:
-    for part in msg.walk():
-        if part.is_multipart():
-            payload = part.get_payload()
-            if isinstance(payload, list) and any(p is child for p in payload):
-                return part
-    return None
 
 
 def _attachment(part: Message, name: str, number: int) -> Attachment:
