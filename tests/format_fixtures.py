@@ -329,3 +329,76 @@ def wide_sheet(rows: int, columns: int) -> MemberWriter:
         out.write(b"</sheetData></worksheet>")
 
     return write
+
+
+def deflated_zeros(size: int) -> bytes:
+    """``size`` zero bytes deflated (zlib format), compressed a mebibyte at a time."""
+    packer = zlib.compressobj(9)
+    block = bytes(1 << 20)
+    parts = [
+        packer.compress(block[: min(len(block), size - done)])
+        for done in range(0, size, len(block))
+    ]
+    parts.append(packer.flush())
+    return b"".join(parts)
+
+
+def _stream_bomb(doc: object, xref: int, size: int) -> None:
+    doc.update_stream(xref, deflated_zeros(size), compress=False)  # type: ignore[attr-defined]
+    doc.xref_set_key(xref, "Filter", "/FlateDecode")  # type: ignore[attr-defined]
+
+
+def make_font_bomb_pdf(path: Path, text: str, size: int = 1536 << 20) -> Path:
+    """A PDF whose one line of ``text`` is set in an embedded font whose font file
+    inflates to ``size`` bytes (MuPDF loads a font file whole)."""
+    import pymupdf
+
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_font(fontname="F0", fontfile=_a_truetype_font())
+    page.insert_text((72, 72), text, fontname="F0", fontsize=12)
+    for xref in range(1, doc.xref_length()):
+        kind, value = doc.xref_get_key(xref, "FontFile2")
+        if kind == "xref":
+            _stream_bomb(doc, int(value.split()[0]), size)
+    doc.save(str(path))
+    return path
+
+
+def _a_truetype_font() -> str:
+    import pymupdf
+
+    # PyMuPDF ships no TrueType file; the Debian fonts are present on every machine here.
+    for candidate in (
+        "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+        "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    ):
+        if Path(candidate).is_file():
+            return candidate
+    raise FileNotFoundError(f"no TrueType font found (pymupdf {pymupdf.__version__})")
+
+
+def make_profile_bomb_pdf(path: Path, size: int = 1536 << 20) -> Path:
+    """A scanned page (no text layer) whose image has an ICC colour profile that
+    inflates to ``size`` bytes."""
+    import pymupdf
+
+    make_image_pdf(path)
+    doc = pymupdf.open(str(path))
+    image = doc[0].get_images(full=True)[0][0]
+    profile = doc.get_new_xref()
+    doc.update_object(profile, "<< /N 3 >>")
+    _stream_bomb(doc, profile, size)
+    doc.xref_set_key(image, "ColorSpace", f"[/ICCBased {profile} 0 R]")
+    doc.save(str(path) + ".tmp")
+    doc.close()
+    Path(str(path) + ".tmp").replace(path)
+    return path
+
+
+def make_png_profile_bomb(path: Path, size: int = 1536 << 20) -> Path:
+    """A PNG of ``OCR_TEXT`` with an iCCP colour profile that inflates to ``size``."""
+    png = render_text_png()
+    profile = _png_chunk(b"iCCP", b"bomb\x00\x00" + deflated_zeros(size))
+    path.write_bytes(png[:33] + profile + png[33:])  # right after IHDR
+    return path

@@ -38,9 +38,12 @@ from tests.format_fixtures import (
     forge_declared_size,
     make_docx,
     make_epub,
+    make_font_bomb_pdf,
     make_png,
     make_png_bomb,
+    make_png_profile_bomb,
     make_pptx,
+    make_profile_bomb_pdf,
     make_xlsx,
     pad_before,
     rewrite_zip,
@@ -229,6 +232,36 @@ def test_pdf_large_page_is_ocrd_at_a_lower_resolution(tmp_path: Path) -> None:
     assert [s.anchor for s in doc.sections] == ["page=1"]
     assert "harbour" in doc.body.lower() and "master" in doc.body.lower()
     assert any("66 dpi" in w and "max_image_pixels" in w for w in doc.warnings), doc.warnings
+
+
+# ---- siblings: resources MuPDF loads whole -------------------------------------------
+
+
+def test_pdf_font_that_inflates_to_a_gigabyte_is_not_loaded(tmp_path: Path) -> None:
+    # 1.6 MB on disk; MuPDF read the whole font file into memory (977 MB) to extract text
+    pdf = make_font_bomb_pdf(tmp_path / "font.pdf", "Harbour master log", size=1 << 30)
+    result = parse_isolated(pdf, limit_mb=1024)
+    assert result.get("outcome") == "parsed", result
+    assert "Harbour" in str(result["body"]) and "master" in str(result["body"])
+    assert any("font" in str(w) and "not loaded" in str(w) for w in result["warnings"]), result  # type: ignore[attr-defined]
+
+
+def test_pdf_colour_profile_that_inflates_to_a_gigabyte_is_not_loaded(tmp_path: Path) -> None:
+    # A scan whose ICC profile inflates to 1 GiB: MuPDF loaded it to describe the image
+    pdf = make_profile_bomb_pdf(tmp_path / "profile.pdf", size=1 << 30)
+    first = parse_isolated(pdf, limit_mb=1024, deferred=False)
+    assert first.get("outcome") == "parsed", first
+    assert any("colour profile" in str(w) for w in first["warnings"]), first  # type: ignore[attr-defined]
+    ocr = parse_isolated(pdf, limit_mb=1024)
+    assert ocr.get("outcome") == "parsed" and "pumping station" in str(ocr["body"]), ocr
+
+
+def test_png_colour_profile_that_inflates_to_a_gigabyte_is_not_loaded(tmp_path: Path) -> None:
+    png = make_png_profile_bomb(tmp_path / "profile.png", size=1 << 30)
+    result = parse_isolated(png, limit_mb=1024)
+    assert result.get("outcome") == "parsed", result
+    assert "pumping station" in str(result["body"])
+    assert any("colour profile" in str(w) for w in result["warnings"]), result  # type: ignore[attr-defined]
 
 
 # ---- item 3: OCR failures in one clean line -------------------------------------------

@@ -15,6 +15,8 @@ max_image_pixels`` is left out, in the first pass already. At most
 
 from __future__ import annotations
 
+import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +38,7 @@ from rag_assets.formats.ocr import (
     page_ranges,
     too_large_reason,
 )
-from rag_assets.formats.pdf import OCR_MIN_CHARS, pymupdf_module, text_blocks
+from rag_assets.formats.pdf import MAX_PROFILE_BYTES, OCR_MIN_CHARS, pymupdf_module, text_blocks
 from rag_assets.formats.text import markdown_safe, require_content, short_error
 
 __all__ = ["MAX_IMAGE_FRAMES", "parse_image"]
@@ -45,11 +47,66 @@ __all__ = ["MAX_IMAGE_FRAMES", "parse_image"]
 MAX_IMAGE_FRAMES = 500
 
 
-def _open(full_path: Path) -> Any:
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _png_without_big_profile(full_path: Path) -> bytes | None:
+    """The PNG's bytes without its iCCP chunk when that colour profile inflates past
+    ``MAX_PROFILE_BYTES`` (MuPDF inflates it whole); None when there is nothing to cut.
+
+    Only the chunk headers before the image data are read, and the profile is
+    inflated a chunk at a time up to the cap.
+    """
+    try:
+        with full_path.open("rb") as f:
+            if f.read(8) != _PNG_SIGNATURE:
+                return None
+            while header := f.read(8):
+                if len(header) < 8:
+                    return None
+                length, kind = struct.unpack(">I4s", header)
+                if kind in (b"IDAT", b"IEND"):
+                    return None  # the profile comes before the image data, or not at all
+                if kind != b"iCCP":
+                    f.seek(length + 4, 1)
+                    continue
+                start = f.tell() - 8
+                profile = f.read(length)
+                if not _inflates_past(profile.partition(b"\x00")[2][1:], MAX_PROFILE_BYTES):
+                    return None
+                f.seek(0)
+                data = f.read()
+                return data[:start] + data[start + 12 + length :]
+    except (OSError, struct.error):
+        return None
+    return None
+
+
+def _inflates_past(packed: bytes, cap: int) -> bool:
+    inflater = zlib.decompressobj()
+    produced = 0
+    try:
+        while packed and not inflater.eof:
+            produced += len(inflater.decompress(packed, 1 << 16))
+            if produced > cap:
+                return True
+            packed = inflater.unconsumed_tail
+    except zlib.error:
+        return False  # a broken profile: MuPDF ignores it
+    return False
+
+
+def _open(full_path: Path, warnings: list[str] | None = None) -> Any:
     pymupdf = pymupdf_module()
     require_content(full_path)
+    stripped = _png_without_big_profile(full_path)
+    if stripped is not None and warnings is not None:
+        warnings.append(
+            f"the image's colour profile decodes to more than {MAX_PROFILE_BYTES >> 20} MiB; "
+            "not loaded"
+        )
     try:
-        doc = pymupdf.open(full_path)
+        doc = pymupdf.open(full_path) if stripped is None else pymupdf.open("png", stripped)
     except pymupdf.EmptyFileError:
         raise ItemSkipped("empty file") from None
     except (pymupdf.FileDataError, RuntimeError, ValueError) as exc:
@@ -82,9 +139,9 @@ def parse_image(full_path: Path, rel_path: str, options: ParseOptions) -> Parsed
         # Still check the file, so an empty or broken one says so.
         _open(full_path).close()
         raise ItemSkipped("image without text layer; OCR is off for this source")
-    doc = _open(full_path)
+    warnings: list[str] = []
+    doc = _open(full_path, warnings)
     try:
-        warnings: list[str] = []
         frames = doc.page_count
         if frames > MAX_IMAGE_FRAMES:
             warnings.append(

@@ -62,6 +62,11 @@ TITLE_RATIO = 1.3
 SCAN_MIN_AREA = 0.1
 SCAN_MIN_PIXELS = 32  # an image smaller than this (either side) holds no readable text
 OCR_MIN_CHARS = 4  # letters and digits OCR must find on a page for it to count
+# Decoded bytes of one embedded font file or ICC colour profile: MuPDF reads these
+# whole (a 1.6 MB PDF held a font inflating to 1 GB). The largest real fonts (CJK)
+# are ~20 MB and profiles a few MB; past the cap the font or profile is not loaded.
+MAX_FONT_BYTES = 32 << 20
+MAX_PROFILE_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -304,6 +309,121 @@ def _page_path(
 
 
 # ---------------------------------------------------------------------------
+# streams MuPDF reads whole
+
+_REFERENCE = re.compile(r"(\d+)\s+\d+\s+R")
+_ICC_BASED = re.compile(r"/ICCBased\s+(\d+)\s+\d+\s+R")
+_DEVICE_SPACES = {"1": "/DeviceGray", "3": "/DeviceRGB", "4": "/DeviceCMYK"}
+
+
+class _Resources:
+    """Embedded fonts and ICC profiles, checked before MuPDF loads one: each stream is
+    decoded through MuPDF's own filters as a stream, up to its cap, and discarded;
+    one that decodes past the cap is unhooked from the (in-memory) document, so MuPDF
+    falls back to a substitute font or a device colour space. Each is checked once."""
+
+    def __init__(self, pymupdf: ModuleType, doc: Any) -> None:
+        self.mupdf = pymupdf.mupdf
+        self.doc = doc
+        try:
+            self.pdf = self.mupdf.pdf_specifics(doc.this)
+        except Exception:  # not a PDF after all: nothing to check
+            self.pdf = None
+        self.seen: set[int] = set()
+        self.fonts: list[str] = []
+        self.profiles = 0
+
+    def _over(self, xref: int, cap: int) -> bool:
+        try:
+            stream = self.mupdf.pdf_open_stream_number(self.pdf, xref)
+            return int(self.mupdf.fz_skip(stream, cap + 1)) > cap
+        except Exception:  # a damaged stream: MuPDF reports it where it uses it
+            return False
+
+    def _key(self, xref: int, key: str) -> tuple[str, str]:
+        try:
+            return self.doc.xref_get_key(xref, key)
+        except Exception:
+            return "null", "null"
+
+    def _first_reference(self, xref: int, key: str) -> int | None:
+        kind, value = self._key(xref, key)
+        if kind == "xref":
+            number = int(value.split()[0])
+            if key != "DescendantFonts":
+                return number
+            try:  # an indirect array of descendant fonts
+                value = self.doc.xref_object(number, compressed=True)
+            except Exception:
+                return None
+        m = _REFERENCE.search(value) if kind in ("array", "xref") else None
+        return int(m.group(1)) if m else None
+
+    def check_fonts(self, page: Any) -> None:
+        if self.pdf is None:
+            return
+        try:
+            fonts = page.get_fonts(full=True)
+        except Exception:
+            return
+        for entry in fonts:
+            font = int(entry[0])
+            if font <= 0 or font in self.seen:
+                continue
+            self.seen.add(font)
+            for owner in (font, self._first_reference(font, "DescendantFonts")):
+                descriptor = self._first_reference(owner, "FontDescriptor") if owner else None
+                if descriptor is None:
+                    continue
+                for key in ("FontFile", "FontFile2", "FontFile3"):
+                    stream = self._first_reference(descriptor, key)
+                    if stream is not None and self._over(stream, MAX_FONT_BYTES):
+                        self.doc.xref_set_key(descriptor, key, "null")
+                        self.fonts.append(_clean(entry[3]) or f"object {font}")
+
+    def check_profiles(self, page: Any) -> None:
+        if self.pdf is None:
+            return
+        try:
+            images = page.get_images(full=True)
+        except Exception:
+            return
+        for entry in images:
+            image = int(entry[0])
+            if image <= 0 or image in self.seen:
+                continue
+            self.seen.add(image)
+            kind, value = self._key(image, "ColorSpace")
+            if kind == "xref":
+                try:
+                    value = self.doc.xref_object(int(value.split()[0]), compressed=True)
+                except Exception:
+                    continue
+            m = _ICC_BASED.search(value)
+            if m is None or not self._over(int(m.group(1)), MAX_PROFILE_BYTES):
+                continue
+            components = self._key(int(m.group(1)), "N")[1]
+            self.doc.xref_set_key(image, "ColorSpace", _DEVICE_SPACES.get(components, "/DeviceRGB"))
+            self.profiles += 1
+
+    def warnings(self) -> list[str]:
+        found: list[str] = []
+        if self.fonts:
+            names = ", ".join(dict.fromkeys(self.fonts[:3]))
+            found.append(
+                f"{len(self.fonts)} embedded font(s) decode to more than "
+                f"{MAX_FONT_BYTES >> 20} MiB ({names}); not loaded, text read with a "
+                "substitute font"
+            )
+        if self.profiles:
+            found.append(
+                f"{self.profiles} image colour profile(s) decode to more than "
+                f"{MAX_PROFILE_BYTES >> 20} MiB; not loaded, device colours used"
+            )
+        return found
+
+
+# ---------------------------------------------------------------------------
 # opening
 
 
@@ -404,11 +524,13 @@ def _parse(pymupdf: ModuleType, doc: Any, rel_path: str, options: ParseOptions) 
     unreadable: list[int] = []
     chars = 0
     last_read = page_count
+    resources = _Resources(pymupdf, doc)
     for index in range(page_count):
         number = index + 1
         try:
             page = doc.load_page(index)
             height = page.rect.height
+            resources.check_fonts(page)
             blocks = text_blocks(page.get_textpage(flags=flags).extractDICT())
         except Exception:  # one broken page content stream must not cost the document
             unreadable.append(number)
@@ -417,15 +539,18 @@ def _parse(pymupdf: ModuleType, doc: Any, rel_path: str, options: ParseOptions) 
         if blocks:
             pages.append(_Page(number, blocks, path))
             chars += sum(len(line) + 1 for b in blocks for line in b.lines)
-        elif _needs_ocr(page):
-            scanned.append(number)
-            scanned_paths[number] = path
+        else:
+            resources.check_profiles(page)  # before MuPDF reads the images' colour spaces
+            if _needs_ocr(page):
+                scanned.append(number)
+                scanned_paths[number] = path
         del page
         if chars > options.max_chars:
             last_read = number
             break
     if unreadable:
         warnings.append(f"pages {page_ranges(unreadable)} could not be read; skipped")
+    warnings.extend(resources.warnings())
 
     deferred: tuple[str, ...] = ()
     ocr_pages: list[int] = []
