@@ -371,6 +371,27 @@ def test_lying_docx_member_is_refused_before_anything_inflates_it(tmp_path: Path
     assert "size its header declares" in str(result["reason"])
 
 
+def test_zip_markup_part_too_large_to_parse_whole_is_skipped(tmp_path: Path) -> None:
+    # 70 MB of varied markup packs ~85:1, under the ratio; python-docx would hold it
+    # and its tree (5-8 times that) at once.
+    from rag_assets.formats.archive import MAX_PART_BYTES
+
+    good = make_docx(tmp_path / "good.docx")
+    with zipfile.ZipFile(good) as package:
+        data = package.read("word/document.xml")
+    block = random.Random(26).randbytes(1024).hex().encode()  # 2 KB, repeated
+    pad = MAX_PART_BYTES + 6 * MB
+    big = rewrite_zip(
+        good,
+        tmp_path / "big.docx",
+        {"word/document.xml": pad_before(data, b"</w:body>", pad, block)},
+    )
+    assert big.stat().st_size < pad / 20
+    with pytest.raises(ItemSkipped) as info:
+        parse(big)
+    assert "word/document.xml" in reason_of(info.value) and "parsed whole" in str(info.value)
+
+
 def test_zip_with_too_many_members_is_skipped(tmp_path: Path) -> None:
     from rag_assets.formats.archive import MAX_ZIP_MEMBERS
 
@@ -416,6 +437,25 @@ def test_epub_manifest_naming_one_chapter_many_times_reads_it_once(tmp_path: Pat
     result = parse_isolated(echo, limit_mb=1024)
     assert result.get("outcome") == "parsed", result
     assert "harbour master" in str(result["body"])
+
+
+def test_epub_with_a_huge_spine_reads_in_linear_time(tmp_path: Path) -> None:
+    # 40,000 spine entries: each looked up by a scan of every manifest item before
+    book = make_epub(tmp_path / "good.epub", [("Harbour", "<p>harbour master</p>")])
+    with zipfile.ZipFile(book) as package:
+        opf = package.read("EPUB/content.opf").decode()
+    count = 40_000
+    items = "".join(
+        f'<item href="chapter1.xhtml" id="c{i}" media-type="application/xhtml+xml"/>'
+        for i in range(count)
+    )
+    refs = "".join(f'<itemref idref="c{i}"/>' for i in reversed(range(count)))
+    opf = opf.replace("<manifest>", "<manifest>" + items)
+    opf = opf.replace('<spine toc="ncx">', '<spine toc="ncx">' + refs)
+    long = rewrite_zip(book, tmp_path / "long.epub", {"EPUB/content.opf": opf.encode()})
+    result = parse_isolated(long, timeout=30)
+    assert result.get("outcome") == "parsed", result
+    assert "harbour master" in str(result["body"]) and float(result["seconds"]) < 10  # type: ignore[arg-type]
 
 
 def test_mail_or_git_bytes_go_through_the_same_checks(tmp_path: Path) -> None:

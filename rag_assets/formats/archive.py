@@ -11,7 +11,8 @@ any of them looks at it. ``check_archive`` runs first, with the standard library
 - only stored and deflated members (what OOXML and EPUB allow): ``zipfile`` inflates
   bzip2 and LZMA members without an output bound;
 - the declared sizes together (``max_unpacked_bytes``) and, for members over 1 MB,
-  the declared size against the packed size (``max_unpack_ratio``);
+  the declared size against the packed size (``max_unpack_ratio``); one markup part
+  that a library parses whole into a tree at most ``MAX_PART_BYTES``;
 - every deflated member inflated once, a chunk at a time, to its end: ``zipfile``
   never returns more than the declared size and fails the CRC of a member whose
   data inflates to more (a header that lies), but its whole-member ``read()`` inflates
@@ -30,13 +31,19 @@ from typing import BinaryIO
 from rag_assets.formats.model import ItemError, ItemSkipped
 from rag_serving.limits import Limits
 
-__all__ = ["MAX_ZIP_MEMBERS", "ZIP_ERRORS", "check_archive", "size_text"]
+__all__ = ["MAX_PART_BYTES", "MAX_ZIP_MEMBERS", "ZIP_ERRORS", "check_archive", "size_text"]
 
 # Members of one package: a big EPUB or workbook has a few thousand; each costs
 # zipfile an object before anything is read.
 MAX_ZIP_MEMBERS = 10_000
 # Members at most this large are not held to the ratio (a small XML part packs well).
 RATIO_MIN_BYTES = 1 << 20
+# Bytes of one markup part a library parses whole into a tree (a DOCX's document.xml,
+# a slide, an EPUB chapter): lxml and lexbor take 5-8 times that in memory. A
+# 1,000-page report's document.xml is ~20 MB. XLSX worksheets are streamed, not held.
+MAX_PART_BYTES = 64 << 20
+_MARKUP_SUFFIXES = (".xml", ".rels", ".xhtml", ".html", ".htm", ".opf", ".ncx", ".svg")
+_STREAMED_PREFIXES = ("xl/worksheets/",)
 _CHUNK = 1 << 16
 # signature, versions, flags, method, time, date, CRC, sizes, name and extra lengths
 _LOCAL_HEADER = struct.Struct("<4s5H3L2H")
@@ -132,6 +139,17 @@ def _check_declared(members: list[zipfile.ZipInfo], limits: Limits, kind: str) -
                 "exclude the file"
             )
         total += member.file_size
+        name = member.filename.lower()
+        if (
+            member.file_size > MAX_PART_BYTES
+            and name.endswith(_MARKUP_SUFFIXES)
+            and not name.startswith(_STREAMED_PREFIXES)
+        ):
+            raise ItemSkipped(
+                f"{kind} member {_name(member)} unpacks to {size_text(member.file_size)} of "
+                f"markup, more than the {size_text(MAX_PART_BYTES)} one part may take "
+                "(it is parsed whole); split the document to index it"
+            )
         if member.file_size > RATIO_MIN_BYTES:
             ratio = member.file_size / max(member.compress_size, 1)
             if ratio > limits.max_unpack_ratio:
