@@ -45,12 +45,7 @@ from rag_serving.config import MailSourceConfig
 from rag_serving.errors import SourceUnavailableError
 from rag_serving.listing import ListedItem
 from rag_serving.mailstore.mbox import MboxSpan, looks_like_mbox, message_bytes, split_mbox
-from rag_serving.mailstore.message import (
-    MessageError,
-    header_message_id,
-    message_key_id,
-    read_message,
-)
+from rag_serving.mailstore.message import header_message_id, message_key_id, message_outline
 from rag_serving.scanning import (
     ERROR,
     FileStat,
@@ -352,12 +347,10 @@ class _Scanner:
         if not data:
             return []
         try:
-            record, _ = read_message(data, self.config.limits)
-        except MessageError:
+            _, attachments = message_outline(data, self.config.limits)
+        except Exception:  # a broken message (or the email package on one): parse reports it
             return []
-        except Exception:  # the email package on a malformed message: parse reports it
-            return []
-        return [[a.number, a.item_name, a.size, bool(a.suffix)] for a in record.attachments]
+        return [[a.number, a.item_name, a.size, bool(a.suffix)] for a in attachments]
 
     def _attachment_entries(
         self, message: MailEntry, attachments: list[list[Any]]
@@ -482,11 +475,8 @@ class _Scanner:
         attachments: list[list[Any]] = []
         try:
             if self.config.attachments:
-                record, _ = read_message(data, self.config.limits)
-                message_id = record.message_id
-                attachments = [
-                    [a.number, a.item_name, a.size, bool(a.suffix)] for a in record.attachments
-                ]
+                message_id, found = message_outline(data, self.config.limits)
+                attachments = [[a.number, a.item_name, a.size, bool(a.suffix)] for a in found]
             else:
                 message_id = header_message_id(data, self.config.limits)
         except Exception:  # a broken message: keyed by its bytes; parse reports it

@@ -236,18 +236,18 @@ def _parse(data: bytes, limits: Limits) -> tuple[EmailMessage, str | None, str |
         if lines > MAX_MESSAGE_LINES:
             stopped = ("lines", f"the message has more than {MAX_MESSAGE_LINES:,} lines")
         elif tests > MAX_BOUNDARY_TESTS:
-            stopped = ("lines", f"the message nests {len(matchers)} multipart parts around "
-                       f"{lines:,} lines (too costly to read)")  # fmt: skip
+            what = f"{len(matchers)} multipart parts around {lines:,} lines (too costly to read)"
+            stopped = ("lines", f"the message nests {what}")
         if stopped:
             break
         parser.feed(chunk)
         if len(stack) - 1 > limits.max_nesting_depth:
-            stopped = ("max_nesting_depth", "the message nests parts deeper than "
-                       f"max_nesting_depth ({limits.max_nesting_depth})")  # fmt: skip
+            what = f"deeper than max_nesting_depth ({limits.max_nesting_depth})"
+            stopped = ("max_nesting_depth", f"the message nests parts {what}")
         elif made > limits.max_mime_parts:
             rest = data.count(b"\n--", start + _FEED_BYTES)  # a part starts at each
-            stopped = ("max_mime_parts", f"the message has more than max_mime_parts "
-                       f"({limits.max_mime_parts:,}) MIME parts: about {rest:,} more")  # fmt: skip
+            what = f"more than max_mime_parts ({limits.max_mime_parts:,}) MIME parts"
+            stopped = ("max_mime_parts", f"the message has {what}: about {rest:,} more")
         if stopped:
             break
     msg: EmailMessage = parser.close()  # type: ignore[assignment]
@@ -270,6 +270,26 @@ def header_message_id(data: bytes, limits: Limits = DEFAULT_LIMITS) -> str | Non
     parser = BytesFeedParser(policy=_POLICY)
     parser.feed(data[:end])
     return _first_id(_header(parser.close(), "message-id", []))
+
+
+def message_outline(
+    data: bytes, limits: Limits = DEFAULT_LIMITS
+) -> tuple[str | None, list[Attachment]]:
+    """The Message-ID and attachments of a message as ``read_message`` finds them
+    (what a listing needs), from its header block alone when that says it has one
+    part and no file name (most mail: 0.2 ms instead of 0.6); (None, []) when the
+    header block is over ``max_header_bytes``."""
+    try:
+        end = header_end(data, limits)
+    except MessageTooLarge:
+        return None, []
+    parser = BytesFeedParser(policy=_POLICY)
+    parser.feed(data[:end])
+    head = parser.close()
+    if head.get_content_maintype() not in ("multipart", "message") and _filename(head) is None:
+        return _first_id(_header(head, "message-id", [])), []
+    record, _ = read_message(data, limits)
+    return record.message_id, record.attachments
 
 
 def read_message(data: bytes, limits: Limits = DEFAULT_LIMITS) -> tuple[MailMessage, EmailMessage]:
@@ -312,7 +332,7 @@ def read_message(data: bytes, limits: Limits = DEFAULT_LIMITS) -> tuple[MailMess
         html=None,
         warnings=warnings,
     )
-    _read_body(msg, record, limits, counted=stopped == "max_mime_parts")
+    _read_body(msg, record, limits, stopped)
     return record, msg
 
 
@@ -512,13 +532,14 @@ def _header_bytes(part: Message) -> int:
 
 
 def _walk(
-    msg: Message, limits: Limits, warnings: list[str], counted: bool = False
+    msg: Message, limits: Limits, warnings: list[str], stopped: str | None = None
 ) -> list[tuple[Message, Message | None]]:
-    """The parts read of ``msg``, in ``msg.walk()`` order, each with its parent: one walk without recursion, up to ``max_mime_parts`` parts and
-    ``max_nesting_depth`` levels, without the parts whose header block is over
-    ``max_header_bytes``. The parts not read are counted in ``warnings`` and taken
-    out of the message, so that nothing reads them later (``get_body``); ``counted``:
-    the parser already said what is past ``max_mime_parts``."""
+    """The parts read of ``msg``, in ``msg.walk()`` order, each with its parent: one
+    walk without recursion, up to ``max_mime_parts`` parts and ``max_nesting_depth``
+    levels, without the parts whose header block is over ``max_header_bytes``. The
+    parts not read are counted in ``warnings`` (but for the cap ``stopped`` the
+    parser, which already said so) and taken out of the message, so that nothing
+    reads them later (``get_body``)."""
     kept: dict[int, tuple[Message, Message | None]] = {}
     skipped = {"max_mime_parts": 0, "max_nesting_depth": 0, "max_header_bytes": 0}
     stack: list[tuple[Message, Message | None, int, str | None]] = [(msg, None, 0, None)]
@@ -546,7 +567,7 @@ def _walk(
         if any(id(child) not in kept for child in children):
             container.set_payload([child for child in children if id(child) in kept])
     for setting, count in skipped.items():
-        if not count or (counted and setting == "max_mime_parts"):
+        if not count or setting == stopped:
             continue
         what = {
             "max_mime_parts": f"past max_mime_parts ({limits.max_mime_parts:,})",
@@ -561,14 +582,14 @@ def _walk(
     return list(kept.values())
 
 
-def _read_body(msg: EmailMessage, record: MailMessage, limits: Limits, counted: bool) -> None:
+def _read_body(msg: EmailMessage, record: MailMessage, limits: Limits, stopped: str | None) -> None:
     warnings = record.warnings
     content_type = msg.get_content_type()
     if content_type == "multipart/encrypted" or content_type == "application/pkcs7-mime":
         record.encrypted = True
     texts: list[str] = []
     html: list[str] = []
-    walked = _walk(msg, limits, warnings, counted)
+    walked = _walk(msg, limits, warnings, stopped)
     parts = [part for part, _ in walked]
     parents = {id(part): parent for part, parent in walked}
     try:
