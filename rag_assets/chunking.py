@@ -23,6 +23,12 @@ How a note becomes chunks:
 
 Chunks are contiguous slices of the body (leading blank lines and trailing
 whitespace trimmed), so their texts together cover every non-whitespace character.
+
+A heading names its chunks by at most ``max_heading_chars`` characters (``[limits]``,
+300 by default; ``cap_heading``): a longer one stays whole in the text, and only its
+start goes into heading paths, anchors and the embedder's context line. A 5 MB
+one-line note starting with ``# `` otherwise copied its 5 MB heading into every one
+of its thousands of chunks.
 """
 
 from __future__ import annotations
@@ -40,8 +46,12 @@ from rag_assets.formats.markdown import ParsedNote, block_tokens, line_offsets
 
 __all__ = [
     "CHUNKER_VERSION",
+    "MAX_HEADING_CHARS",
+    "MAX_HEADING_DEPTH",
     "Chunk",
     "CountTokens",
+    "cap_heading",
+    "cap_heading_path",
     "chunk_note",
     "chunk_sections",
     "heading_anchor",
@@ -49,6 +59,7 @@ __all__ = [
 
 # Bump whenever the chunk boundaries or embed texts can change for the same input.
 from rag_serving.embedders.base import CHUNKER_VERSION
+from rag_serving.limits import DEFAULT_LIMITS
 
 CountTokens = Callable[[Sequence[str]], list[int]]
 
@@ -57,6 +68,12 @@ _BLANK_PREFIX = re.compile(r"(?:[ \t]*\n)+")
 _SENTENCE_END = re.compile(r"[.!?\u3002\uff01\uff1f]+[\"'\u201d\u2019)\]]*[ \t]+")
 _WIKILINK = re.compile(r"!?\[\[([^\[\]|\n]*)(?:\|([^\[\]\n]*))?\]\]")
 _ANCHOR_UNSAFE = re.compile(r"%%|\[\[|\]\]|[#|^:\[\]]")
+
+# Characters of one heading kept in heading paths and anchors (``[limits]``).
+MAX_HEADING_CHARS = DEFAULT_LIMITS.max_heading_chars
+# Headings kept in one heading path: Markdown nests six deep; a parser's outline (a
+# PDF's bookmarks) may nest thousands deep, each level stored with every chunk.
+MAX_HEADING_DEPTH = 32
 
 # refinement levels for a span over max_tokens
 _NESTED, _LINES, _SENTENCES, _TOKENS = 1, 2, 3, 4
@@ -79,13 +96,36 @@ class Chunk:
     facets: tuple[str, ...] = ()
 
 
-def heading_anchor(heading_path: list[str]) -> str:
-    """Obsidian-style heading anchor, e.g. ``"Install#On Linux"`` ('' for no heading).
+def cap_heading(text: str, limit: int = MAX_HEADING_CHARS) -> str:
+    """``text`` on one line, cut to at most ``limit`` characters (at a space when one
+    is in its second half, so words stay whole); the start of a longer heading."""
+    if len(text) > 4 * limit:  # only the start is read: a heading may be megabytes
+        text = text[: 4 * limit]
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", limit // 2, limit + 1)
+    return text[: cut if cut > 0 else limit].rstrip()
+
+
+def cap_heading_path(path: Sequence[str], limit: int = MAX_HEADING_CHARS) -> tuple[str, ...]:
+    """A heading path with each heading capped (``cap_heading``), empty ones dropped,
+    and at most ``MAX_HEADING_DEPTH`` of them."""
+    capped = (cap_heading(p, limit) for p in path[:MAX_HEADING_DEPTH])
+    return tuple(p for p in capped if p)
+
+
+def heading_anchor(heading_path: list[str], limit: int = MAX_HEADING_CHARS) -> str:
+    """Obsidian-style heading anchor, e.g. ``"Install#On Linux"`` ('' for no heading);
+    each heading capped at ``limit`` characters.
 
     Characters that cannot appear in an Obsidian link (``# | ^ : %% [[ ]]``) are
     replaced by spaces, as Obsidian does when it writes a link to a heading.
     """
-    parts = [" ".join(_ANCHOR_UNSAFE.sub(" ", p).split()) for p in heading_path]
+    parts = [
+        " ".join(_ANCHOR_UNSAFE.sub(" ", cap_heading(p, limit)).split())
+        for p in heading_path[:MAX_HEADING_DEPTH]
+    ]
     return "#".join(p for p in parts if p)
 
 
@@ -112,8 +152,9 @@ def _common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
     return a[:n]
 
 
-def _heading_text(children: Sequence[Token]) -> str:
-    """Plain text of a heading's inline tokens (emphasis, code and link markup dropped)."""
+def _heading_text(children: Sequence[Token], limit: int = MAX_HEADING_CHARS) -> str:
+    """Plain text of a heading's inline tokens (emphasis, code and link markup
+    dropped), capped at ``limit`` characters (``cap_heading``)."""
     parts: list[str] = []
     for child in children:
         if child.type in ("text", "code_inline", "image"):  # an image's content is its alt
@@ -122,7 +163,7 @@ def _heading_text(children: Sequence[Token]) -> str:
             parts.append(" ")
     text = "".join(parts)
     text = _WIKILINK.sub(lambda m: (m.group(2) or m.group(1)).strip(), text)
-    return " ".join(text.split())
+    return cap_heading(text, limit)
 
 
 @dataclass
@@ -150,6 +191,7 @@ class _Chunker:
         target: int,
         maximum: int,
         base_path: tuple[str, ...] = (),
+        max_heading_chars: int = MAX_HEADING_CHARS,
     ) -> None:
         self.body = note.body
         self.first_line = note.body_start_line
@@ -157,8 +199,9 @@ class _Chunker:
         self.count_tokens = count_tokens
         self.target = target
         self.max = maximum
+        self.heading_chars = max_heading_chars
         self.starts = line_offsets(self.body)
-        tokens = block_tokens(self.body)
+        tokens = block_tokens(self.body, max_heading_chars)
         # The first lines of the note's block tokens, sorted, without repeats.
         self.token_lines = sorted({tok.map[0] for tok in tokens if tok.map is not None})
         # Only top-level tokens and heading texts are read later (by ``sections``):
@@ -255,7 +298,11 @@ class _Chunker:
             if tok.type == "heading_open":
                 level = int(tok.tag[1:])
                 inline = tokens[i + 1] if i + 1 < len(tokens) else None
-                text = _heading_text(inline.children or []) if inline is not None else ""
+                text = (
+                    _heading_text(inline.children or [], self.heading_chars)
+                    if inline is not None
+                    else ""
+                )
                 while stack and stack[-1][0] >= level:
                     stack.pop()
                 if text:
@@ -467,16 +514,23 @@ class _Chunker:
 
 
 def chunk_note(
-    note: ParsedNote, count_tokens: CountTokens, target_tokens: int, max_tokens: int
+    note: ParsedNote,
+    count_tokens: CountTokens,
+    target_tokens: int,
+    max_tokens: int,
+    max_heading_chars: int = MAX_HEADING_CHARS,
 ) -> list[Chunk]:
     """Cut a note's body into heading-aware chunks of at most ``max_tokens`` tokens.
 
     ``count_tokens`` is the embedder's tokenizer (token counts without special
     tokens); chunks aim at ``target_tokens`` and never exceed ``max_tokens``. An
-    empty body gives no chunks. Deterministic: same note, same chunks.
+    empty body gives no chunks. Deterministic: same note, same chunks. Headings
+    name chunks by at most ``max_heading_chars`` characters (the source's limit).
     """
     _check_budget(target_tokens, max_tokens)
-    return _Chunker(note, count_tokens, target_tokens, max_tokens).run()
+    return _Chunker(
+        note, count_tokens, target_tokens, max_tokens, max_heading_chars=max_heading_chars
+    ).run()
 
 
 def _join_paths(base: tuple[str, ...], inner: tuple[str, ...]) -> tuple[str, ...]:
@@ -494,16 +548,18 @@ def chunk_sections(
     count_tokens: CountTokens,
     target_tokens: int,
     max_tokens: int,
+    max_heading_chars: int = MAX_HEADING_CHARS,
 ) -> list[Chunk]:
     """Chunks of a document body: with no sections, by headings (``chunk_note``); else
     each section (page, slide, chapter) on its own, so every chunk cites one of them.
 
-    A section's ``heading_path`` encloses the headings found inside it, and its
-    ``anchor`` becomes each of its chunks' anchor. Sections with ``embed`` off give
-    no chunks.
+    A section's ``heading_path`` (capped: ``cap_heading_path``) encloses the headings
+    found inside it, and its ``anchor`` becomes each of its chunks' anchor. Sections
+    with ``embed`` off give no chunks.
     """
     if not sections:
-        return chunk_note(_note(body, body_start_line), count_tokens, target_tokens, max_tokens)
+        note = _note(body, body_start_line)
+        return chunk_note(note, count_tokens, target_tokens, max_tokens, max_heading_chars)
     _check_budget(target_tokens, max_tokens)
     lines = body.split("\n")
     chunks: list[Chunk] = []
@@ -512,10 +568,11 @@ def chunk_sections(
             continue  # shown with the document, not searched (a mail's quoted reply)
         first = section.line_start - body_start_line
         text = "\n".join(lines[max(first, 0) : section.line_end - body_start_line + 1])
-        base = tuple(p for p in section.heading_path if p)
+        base = cap_heading_path(section.heading_path, max_heading_chars)
         chunker = _Chunker(
-            _note(text, section.line_start), count_tokens, target_tokens, max_tokens, base
-        )
+            _note(text, section.line_start), count_tokens, target_tokens, max_tokens, base,
+            max_heading_chars,
+        )  # fmt: skip
         for piece in chunker.run():
             chunks.append(replace(piece, ordinal=len(chunks), anchor=section.anchor))
     return chunks

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rag_assets.chunking import Chunk, chunk_note, heading_anchor
+from rag_assets.chunking import Chunk, chunk_note, chunk_sections, heading_anchor
 from rag_assets.formats.markdown import ParsedNote, parse_markdown
+from rag_assets.formats.model import Section
 from tests.tokenizer import Counter
 
 VAULT = (
@@ -235,6 +236,39 @@ def test_overlong_heading_path_is_shortened(count: Counter) -> None:
         assert count.embedder.count_tokens([context])[0] <= MAX // 2
 
 
+def test_a_huge_heading_names_its_chunks_by_its_start_and_stays_text(count: Counter) -> None:
+    # A one-line note starting with "# ": before, every chunk carried the whole line as
+    # its heading (a 5 MB note: gigabytes of heading paths and anchors).
+    heading = " ".join(f"word{i}" for i in range(3_000))
+    text = f"# {heading}\n\n{paragraph(0, 4)}\n"
+    _, chunks = run(text, count)  # every character is still in the chunks' text
+    assert len(chunks) > 10
+    for chunk in chunks:
+        [part] = chunk.heading_path
+        assert len(part) <= 300 and heading.startswith(part) and part.startswith("word0 word1")
+        assert heading_anchor(chunk.heading_path) == part
+    note = note_of(text)
+    capped = chunk_note(note, count, TARGET, MAX, max_heading_chars=40)
+    assert {tuple(c.heading_path) for c in capped} == {("word0 word1 word2 word3 word4 word5",)}
+    assert heading_anchor([heading], 25) == "word0 word1 word2 word3"
+
+
+def test_section_heading_paths_from_parsers_are_capped(count: Counter) -> None:
+    # A PDF outline entry, an EPUB chapter title or a book title can be megabytes.
+    title = "Chapter one " + " ".join(["lorem"] * 20_000)
+    body = "Page one text.\n\nMore text here.\n"
+    deep = tuple(f"level {i}" for i in range(100))
+    sections = [
+        Section("page=1", "Page 1", 1, 1, (title,)),
+        Section("page=2", "Page 2", 3, 3, deep),
+    ]
+    chunks = chunk_sections(body, 1, sections, count, TARGET, MAX, max_heading_chars=60)
+    assert [c.anchor for c in chunks] == ["page=1", "page=2"]
+    [part] = chunks[0].heading_path
+    assert len(part) <= 60 and title.startswith(part) and title[len(part)] == " "
+    assert len(chunks[1].heading_path) == 32 and chunks[1].heading_path[0] == "level 0"
+
+
 def test_small_max_tokens(count: Counter) -> None:
     text = "# A\n\n" + paragraph(0, 10) + "\n\n```\n" + "x" * 50 + "\n```\n"
     _, chunks = run(text, count, target=12, max_tokens=16)
@@ -263,6 +297,7 @@ def test_heading_anchor() -> None:
     assert heading_anchor([]) == ""
     assert heading_anchor(["Install", "On Linux"]) == "Install#On Linux"
     assert heading_anchor(["Q: what | why?", "[[x]] ^y"]) == "Q what why?#x y"
+    assert len(heading_anchor(["a" * 1_000_000, "b"])) == 302  # each heading capped
 
 
 # ---- the real Obsidian Help vault ---------------------------------------------

@@ -9,8 +9,6 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import pytest
-
 from rag_serving.config import RaglineConfig, parse_config_file
 from rag_serving.index.store import sql_string
 from rag_serving.search.engine import SearchEngine
@@ -69,3 +67,51 @@ def test_a_committed_node_modules_logs_one_summary_not_an_event_per_file(
     assert len(text) < 3_000
     # Every problem is still recorded, one per item.
     assert len(rows(config, "file_issues", "code")) == SKIPPED_FILES
+
+
+# ---- item 10: a huge heading line -------------------------------------------------
+
+
+def test_a_huge_heading_line_names_every_chunk_by_its_capped_start(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    heading = " ".join(f"w{i}" for i in range(3_000))  # one 17 kB heading line
+    (vault / "huge.md").write_text(f"# {heading}\n", encoding="utf-8")
+    (vault / "good.md").write_text("# Tomatoes\n\nThey need sun and water.\n", encoding="utf-8")
+    repo = init_repo(tmp_path / "repo")
+    subject = "Fix " + " ".join(f"s{i}" for i in range(8_000))  # a 50 kB commit subject
+    commit_files(repo, subject, {"app.py": "def main():\n    return 0\n"})
+    sources = [
+        {"name": "notes", "kind": "markdown", "path": str(vault)},
+        {
+            "name": "code",
+            "kind": "git",
+            "path": str(repo),
+            "history_months": 0,
+            "limits": {"max_heading_chars": 40},
+        },
+    ]
+    config = parse_config_file(write_config(tmp_path, sources, tmp_path / "data"))
+
+    run_source(config, "notes")
+    chunks = rows(config, "staged_chunks", "notes")
+    huge = [c for c in chunks if c["doc_id"] != _doc(config, "notes", "good.md")]
+    assert len(huge) > 20
+    for chunk in huge:
+        [part] = chunk["heading_path"]
+        assert len(part) <= 300 and heading.startswith(part)
+        assert chunk["anchor"] == part
+    # The whole line is still text: its last word is found.
+    assert "w2999" in huge[-1]["text"]
+
+    run_source(config, "code")
+    commit = [c for c in rows(config, "staged_chunks", "code") if c["heading_path"]]
+    assert commit and all(len(p) <= 40 for c in commit for p in c["heading_path"])
+    [document] = [d for d in rows(config, "documents", "code") if d["path"].startswith(".git/")]
+    assert len(document["title"]) <= 40 and subject.startswith(document["title"])
+    assert "s7999" in document["body"]  # the message is indexed whole
+
+
+def _doc(config: RaglineConfig, source: str, path: str) -> str:
+    [row] = [r for r in rows(config, "documents", source) if r["path"] == path]
+    return row["doc_id"]

@@ -13,6 +13,7 @@ from rag_assets.formats.markdown import (
     NoteParseError,
     NoteSkipped,
     ParsedNote,
+    block_tokens,
     parse_markdown,
 )
 
@@ -35,6 +36,21 @@ def link(
     embed: bool = False,
 ) -> Link:
     return Link(target, heading, block, alias, embed, line)
+
+
+# ---- headings --------------------------------------------------------------------
+
+
+def test_only_the_start_of_a_huge_heading_line_is_parsed_as_inline_markup() -> None:
+    # 200,000 emphasised words on one "# " line: before, markdown-it made every one of
+    # their ~1,000,000 inline tokens (for a heading only its first 300 characters name).
+    line = "# " + "*word* " * 200_000
+    tokens = block_tokens(line + "\n\nbody\n")
+    [inline] = [t for i, t in enumerate(tokens) if i and tokens[i - 1].type == "heading_open"]
+    assert inline.children is not None and 0 < len(inline.children) < 2_000
+    assert len(block_tokens(line, max_heading_chars=20)[1].children or []) < 200
+    note = parse(line + "\n\nA [[Link]] and #tag after it.\n")  # the rest is body text
+    assert note.body.startswith(line) and note.tags == ["tag"] and note.links[0].target == "Link"
 
 
 # ---- frontmatter ---------------------------------------------------------------

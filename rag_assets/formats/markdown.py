@@ -37,6 +37,7 @@ from rag_assets.formats.model import (
     json_safe,
 )
 from rag_serving.config import ATTACHMENT_SUFFIXES
+from rag_serving.limits import DEFAULT_LIMITS
 
 __all__ = [
     "Link",
@@ -59,6 +60,11 @@ MAX_FRONTMATTER_CHARS = 100_000
 MAX_FRONTMATTER_DEPTH = 32
 MAX_FRONTMATTER_JSON_CHARS = 200_000
 _MAX_VALUE_WARNINGS = 5
+# Of a heading line, the characters whose inline markup is parsed, per character of
+# heading text kept (``max_heading_chars``): room for the links and emphasis around
+# the kept words. The rest of the line is body text that no one reads as a heading.
+HEADING_SOURCE_FACTOR = 8
+_HEADING_CHARS = "ragline_heading_chars"  # the cap, passed to the parser in ``env``
 
 _CREATED_KEYS = ("created", "date", "created_at", "date created")
 _UPDATED_KEYS = ("updated", "modified", "last_modified", "updated_at", "date modified")
@@ -95,13 +101,17 @@ class NoteParseError(Exception):
 
 def _heading_inline(state: StateCore) -> None:
     """markdown-it's ``inline`` core rule for headings only: nothing reads the inline
-    tokens of other blocks, and for a 20 MB note they took most of a gigabyte."""
+    tokens of other blocks, and for a 20 MB note they took most of a gigabyte. Only
+    the start of a long heading is parsed (``HEADING_SOURCE_FACTOR``): a 5 MB heading
+    line is a heading of ``max_heading_chars`` and body text."""
     tokens = state.tokens
+    limit = state.env.get(_HEADING_CHARS, DEFAULT_LIMITS.max_heading_chars)
     for i, token in enumerate(tokens):
         if token.type == "inline" and i and tokens[i - 1].type == "heading_open":
             if token.children is None:
                 token.children = []
-            state.md.inline.parse(token.content, state.md, state.env, token.children)
+            content = token.content[: limit * HEADING_SOURCE_FACTOR]
+            state.md.inline.parse(content, state.md, state.env, token.children)
 
 
 class _Block:
@@ -164,14 +174,17 @@ def _parser() -> MarkdownIt:
     return parser
 
 
-def block_tokens(text: str) -> list[Token]:
+def block_tokens(
+    text: str, max_heading_chars: int = DEFAULT_LIMITS.max_heading_chars
+) -> list[Token]:
     """Block-level markdown-it tokens of ``text`` (CommonMark + tables); only a
-    heading's ``inline`` token has its ``children`` parsed (others: none).
+    heading's ``inline`` token has its ``children`` parsed (others: none), and only
+    as far as its first ``max_heading_chars`` characters of text need.
 
     ``token.map`` holds 0-based ``[first_line, end_line)`` ranges in ``text``.
     ``text`` should use ``\\n`` line endings (``ParsedNote.body`` does).
     """
-    return _parser().parse(text, {})
+    return _parser().parse(text, {_HEADING_CHARS: max_heading_chars})
 
 
 def line_offsets(text: str) -> list[int]:

@@ -26,7 +26,7 @@ from functools import cached_property
 from pathlib import PurePosixPath
 from typing import Any
 
-from rag_assets.chunking import Chunk, CountTokens
+from rag_assets.chunking import Chunk, CountTokens, cap_heading
 from rag_assets.code.chunker import CODE_CHUNKER_VERSION, chunk_code, parse_problem
 from rag_assets.code.languages import CODE_LANGUAGES, language_for
 from rag_assets.formats import router
@@ -51,7 +51,7 @@ from rag_serving.git_source import (
 from rag_serving.gitrepo.repository import CommitInfo, GitRepository, RepositoryError
 from rag_serving.gitrepo.rules import content_skip_reason
 
-COMMIT_PARSER = "commit/1"
+COMMIT_PARSER = "commit/2"  # 2: subject capped as title and heading, message at max_chars
 TEXT_PARSER = "text/1"
 CODE_PARSER = "code/1"
 MAX_LINKED_FILES = 300  # changed files a commit links to (its summary lists them all)
@@ -117,7 +117,7 @@ class GitKind(SourceKind):
     ) -> ParsedDocument:
         sha = commit_sha(key)
         if sha is not None:
-            return self._parse_commit(sha)
+            return self._parse_commit(sha, options)
         if not content_hash:
             raise ItemError("no blob id recorded for this file; run a full index")
         try:
@@ -143,13 +143,13 @@ class GitKind(SourceKind):
                 warnings.append(problem)
         return ParsedDocument(body=text, metadata=metadata, warnings=tuple(warnings))
 
-    def _parse_commit(self, sha: str) -> ParsedDocument:
+    def _parse_commit(self, sha: str, options: ParseOptions) -> ParsedDocument:
         config: GitSourceConfig = self.config  # type: ignore[assignment]
         try:
             commit = self.repo.commit(sha, patch_limit=config.diff_max_lines)
         except RepositoryError as exc:
             raise ItemError(str(exc)) from None
-        return commit_document(commit)
+        return commit_document(commit, options)
 
     def facets(self, key: str, metadata: dict[str, Any]) -> list[str]:
         facets = super().facets(key, metadata)
@@ -185,25 +185,32 @@ def _fold(text: str) -> str:
     return " ".join(text.split()).lower()
 
 
-def commit_document(commit: CommitInfo) -> ParsedDocument:
+def commit_document(commit: CommitInfo, options: ParseOptions | None = None) -> ParsedDocument:
     """A commit as a document: the message, who and when, the changed files, and
-    the diff of a small commit, each a section; it links to the files it changed."""
+    the diff of a small commit, each a section; it links to the files it changed.
+
+    Its subject (git's first paragraph, which can be megabytes) is its title and the
+    heading of its sections only as far as ``max_heading_chars``; its message is
+    kept up to ``max_document_chars``, with a warning when cut."""
+    options = options or ParseOptions()
+    warnings: list[str] = []
     short = commit.sha[:10]
+    subject = cap_heading(commit.subject, options.limits.max_heading_chars)
     builder = BodyBuilder()
     when = commit.authored_at.isoformat(timespec="minutes")
     parents = ", ".join(p[:10] for p in commit.parents) or "none (the first commit)"
     header = [
-        commit.message.strip() or "(no message)",
+        cap_text(commit.message.strip(), options, warnings) or "(no message)",
         "",
         f"Author: {commit.author_name} <{commit.author_email}>",
         f"Date: {when}",
         f"Commit: {commit.sha} (parents: {parents})",
     ]
-    builder.add("commit", f"Commit {short}", "\n".join(header), (commit.subject,))
+    builder.add("commit", f"Commit {short}", "\n".join(header), (subject,))
     summary = [_change_line(change) for change in commit.changes]
     if commit.truncated_changes:
         summary.append(f"… and {commit.truncated_changes} more files")
-    files = builder.add("files", "Changed files", "\n".join(summary), (commit.subject,))
+    files = builder.add("files", "Changed files", "\n".join(summary), (subject,))
     links: list[Link] = []
     if files is not None:
         for offset, change in enumerate(commit.changes[:MAX_LINKED_FILES]):
@@ -212,7 +219,7 @@ def commit_document(commit: CommitInfo) -> ParsedDocument:
                     Link("/" + change.path, None, None, None, False, files.line_start + offset)
                 )
     for path, text in _patches(commit.patch or ""):
-        builder.add(f"diff={path}", f"Diff of {path}", text, (commit.subject, path))
+        builder.add(f"diff={path}", f"Diff of {path}", text, (subject, path))
     added = sum(c.additions for c in commit.changes)
     removed = sum(c.deletions for c in commit.changes)
     metadata = {
@@ -227,11 +234,12 @@ def commit_document(commit: CommitInfo) -> ParsedDocument:
         "diff_indexed": commit.patch is not None,
     }
     return builder.document(
-        title=commit.subject or short,
+        title=subject or short,
         metadata=metadata,
         links=tuple(links),
         created=commit.authored_at,
         updated=commit.committed_at,
+        warnings=tuple(warnings),
     )
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
 
-from rag_assets.chunking import Chunk, heading_anchor
+from rag_assets.chunking import MAX_HEADING_CHARS, Chunk, cap_heading_path, heading_anchor
 from rag_assets.formats.model import Section
 from rag_assets.progress import report
 from rag_assets.sources import DocumentView, SourceKind
@@ -104,6 +105,7 @@ def chunk_source(
     gone = [d for d in known if d not in live]
     result.deleted = len(gone)
     target, maximum = chunk_budget(chunking, embedder)
+    heading_chars = source.limits.max_heading_chars
     # Chunks of the documents in ``pending_ids`` (rows are made as they are written).
     pending: list[tuple[dict[str, Any], list[Chunk]]] = []
     pending_ids: list[str] = []
@@ -118,7 +120,8 @@ def chunk_source(
                 pieces = _copied_chunks(store, donor)
                 result.extra["reused_chunkings"] = int(result.extra.get("reused_chunkings", 0)) + 1
             else:
-                pieces = kind.chunk(_view(doc), embedder.count_tokens, target, maximum)
+                view = _view(doc, heading_chars)
+                pieces = kind.chunk(view, embedder.count_tokens, target, maximum)
             pending.append(({k: doc[k] for k in _ROW_DOC_COLUMNS}, pieces))
             pending_chunks += len(pieces)
             if not pieces:
@@ -131,11 +134,11 @@ def chunk_source(
                 result.new += 1
         pending_ids.extend(ids)  # a document that vanished meanwhile loses its chunks
         if pending_chunks >= COMMIT_CHUNKS:
-            written += _write(store, scope, pending, pending_ids, key)
+            written += _write(store, scope, pending, pending_ids, key, heading_chars)
             pending, pending_ids, pending_chunks = [], [], 0
         report(source.name, "chunk", min(start + batch_size, len(todo)), len(todo))
     if pending or pending_ids or gone:
-        written += _write(store, scope, pending, pending_ids + gone, key)
+        written += _write(store, scope, pending, pending_ids + gone, key, heading_chars)
     result.row_count = store.count("staged_chunks", scope)
     result.extra["chunks_written"] = written
     return_freed_memory()
@@ -148,6 +151,7 @@ def _write(
     pending: list[tuple[dict[str, Any], list[Chunk]]],
     doc_ids: list[str],
     key: str,
+    heading_chars: int,
 ) -> int:
     """Upsert the chunks of ``pending`` and delete the other chunks of ``doc_ids``, in
     one commit; rows are made ``COMMIT_CHUNKS`` at a time as LanceDB reads them."""
@@ -155,20 +159,23 @@ def _write(
     store.apply_changes(
         "staged_chunks",
         schemas.STAGED_CHUNKS,
-        row_batches(pending, key, COMMIT_CHUNKS) if count else None,
+        row_batches(pending, key, COMMIT_CHUNKS, heading_chars) if count else None,
         delete_where=f"{scope} AND {sql_in('doc_id', doc_ids)}",
     )
     return count
 
 
 def row_batches(
-    pending: list[tuple[dict[str, Any], list[Chunk]]], key: str, size: int
+    pending: list[tuple[dict[str, Any], list[Chunk]]],
+    key: str,
+    size: int,
+    heading_chars: int = MAX_HEADING_CHARS,
 ) -> Iterator[pa.RecordBatch]:
     """The staged rows of ``pending``'s chunks as record batches of at most ``size``
     rows: a document of 70,000 chunks is never in memory as rows all at once."""
     rows: list[dict[str, Any]] = []
     for doc, pieces in pending:
-        for row in _chunk_rows(doc, pieces, key):
+        for row in _chunk_rows(doc, pieces, key, heading_chars):
             rows.append(row)
             if len(rows) >= size:
                 yield pa.RecordBatch.from_pylist(rows, schemas.STAGED_CHUNKS)
@@ -177,8 +184,14 @@ def row_batches(
         yield pa.RecordBatch.from_pylist(rows, schemas.STAGED_CHUNKS)
 
 
-def _view(doc: dict[str, Any]) -> DocumentView:
-    sections = [Section.from_json(raw) for raw in json.loads(doc["sections_json"] or "[]")]
+def _view(doc: dict[str, Any], max_heading_chars: int) -> DocumentView:
+    """The document as its kind's chunker reads it; the headings its parser gave its
+    sections (a PDF's outline, an EPUB's chapter titles, a commit's subject) capped
+    at the source's ``max_heading_chars``: every chunk of a section carries them."""
+    sections = [
+        replace(s, heading_path=cap_heading_path(s.heading_path, max_heading_chars))
+        for s in map(Section.from_json, json.loads(doc["sections_json"] or "[]"))
+    ]
     return DocumentView(
         key=doc["path"],
         body=doc["body"] or "",
@@ -226,7 +239,9 @@ def _copied_chunks(store: IndexStore, donor: str) -> list[Chunk]:
     ]
 
 
-def _chunk_rows(doc: dict[str, Any], pieces: list[Any], key: str) -> Iterator[dict[str, Any]]:
+def _chunk_rows(
+    doc: dict[str, Any], pieces: list[Any], key: str, heading_chars: int
+) -> Iterator[dict[str, Any]]:
     occurrences: dict[str, int] = {}
     for piece in pieces:
         digest = text_hash(piece.embed_text)
@@ -238,7 +253,7 @@ def _chunk_rows(doc: dict[str, Any], pieces: list[Any], key: str) -> Iterator[di
             "source": doc["source"],
             "ordinal": piece.ordinal,
             "heading_path": list(piece.heading_path),
-            "anchor": piece.anchor or heading_anchor(list(piece.heading_path)),
+            "anchor": piece.anchor or heading_anchor(list(piece.heading_path), heading_chars),
             "line_start": piece.line_start,
             "line_end": piece.line_end,
             "text": piece.text,
