@@ -502,3 +502,19 @@ def test_a_renamed_message_keeps_its_attachments_under_its_new_key(tmp_path: Pat
     document = kind.parse("1~2", ParseOptions())
     assert [link.target for link in document.links] == ["/1~2/attachments/1-notes-1.txt"]
     assert "attachment number 1" in kind.parse(keys[3], ParseOptions()).body
+
+
+def test_an_mbox_of_millions_of_empty_lines_is_split_a_block_at_a_time(tmp_path: Path) -> None:
+    # Before: one Python step per line (40 MB of empty lines: 12 s to list; 16 MB ~5 s).
+    box = tmp_path / "blank.mbox"
+    first = SEPARATOR + message(body=b"hello\n" + b"\n" * (16 << 20))
+    second = SEPARATOR + message(message_id=b"<m2@example.org>")
+    box.write_bytes(first + b"\n" + second)
+    started = time.perf_counter()
+    with box.open("rb") as handle:
+        spans = list(split_mbox(handle))
+    assert elapsed(started) < 1.5
+    # the blank line before the next separator is no message's
+    assert [(s.offset, s.length) for s in spans] == [(0, len(first)), (len(first) + 1, len(second))]
+    assert spans[0].sha1 == hashlib.sha1(first).hexdigest()
+    assert spans[1].sha1 == hashlib.sha1(second).hexdigest()

@@ -118,7 +118,7 @@ def header_words_bomb(folder: Path, http: HttpFixture) -> dict[str, Any]:
 
 def many_headers(folder: Path, http: HttpFixture) -> dict[str, Any]:
     """A message of 5 million header lines (40 MB): over max_header_bytes."""
-    return mbox_with(folder, message(headers=b"X-A: b\n" * 5_000_000))
+    return mbox_with(folder, message(b"Headers", b"<headers@example.org>", b"X-A: b\n" * 5_000_000))
 
 
 # ---- item 7: parts, linear and capped --------------------------------------------------------
@@ -181,7 +181,9 @@ def deep_multipart_lines(folder: Path, http: HttpFixture) -> dict[str, Any]:
 
 def empty_lines(folder: Path, http: HttpFixture) -> dict[str, Any]:
     """A 40 MB message of empty lines (each a string in the parser: over 3 GB)."""
-    return mbox_with(folder, message(body=b"Hello\n" + b"\n" * (40 * MB)))
+    return mbox_with(
+        folder, message(b"Empty lines", b"<empty@example.org>", body=b"Hi\n" + b"\n" * (40 * MB))
+    )
 
 
 # ---- item 16, and the mbox splitter ---------------------------------------------------------
