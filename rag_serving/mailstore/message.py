@@ -80,6 +80,7 @@ _FEED_BYTES = 4096  # the parser is fed this much at a time, its depth checked b
 # headerRE); the header block ends at the first line that is none (a blank line).
 _HEADER_LINE = re.compile(rb"From |[!-9;-~]*:|[ \t]")
 _HEADER_END = re.compile(rb"(?:\r\n|\n|\r(?!\n))(?!From |[!-9;-~]*:|[ \t])")
+_CLOSE_DELIMITER = re.compile(rb"\n--[^\r\n]*--[ \t]*(?=\r?\n)")
 # The parts of each message read: attachment_payload counts in them without a walk.
 _PARTS: weakref.WeakKeyDictionary[Message, list[Message]] = weakref.WeakKeyDictionary()
 
@@ -245,7 +246,9 @@ def _parse(data: bytes, limits: Limits) -> tuple[EmailMessage, str | None, str |
             what = f"deeper than max_nesting_depth ({limits.max_nesting_depth})"
             stopped = ("max_nesting_depth", f"the message nests parts {what}")
         elif made > limits.max_mime_parts:
-            rest = data.count(b"\n--", start + _FEED_BYTES)  # a part starts at each
+            # a part starts at each delimiter line but the closing ones ("--b--")
+            rest = data.count(b"\n--", start + _FEED_BYTES)
+            rest -= len(_CLOSE_DELIMITER.findall(data, start + _FEED_BYTES))
             what = f"more than max_mime_parts ({limits.max_mime_parts:,}) MIME parts"
             stopped = ("max_mime_parts", f"the message has {what}: about {rest:,} more")
         if stopped:
