@@ -139,17 +139,6 @@ def _check_declared(members: list[zipfile.ZipInfo], limits: Limits, kind: str) -
                 "exclude the file"
             )
         total += member.file_size
-        name = member.filename.lower()
-        if (
-            member.file_size > MAX_PART_BYTES
-            and name.endswith(_MARKUP_SUFFIXES)
-            and not name.startswith(_STREAMED_PREFIXES)
-        ):
-            raise ItemSkipped(
-                f"{kind} member {_name(member)} unpacks to {size_text(member.file_size)} of "
-                f"markup, more than the {size_text(MAX_PART_BYTES)} one part may take "
-                "(it is parsed whole); split the document to index it"
-            )
         if member.file_size > RATIO_MIN_BYTES:
             ratio = member.file_size / max(member.compress_size, 1)
             if ratio > limits.max_unpack_ratio:
@@ -164,6 +153,18 @@ def _check_declared(members: list[zipfile.ZipInfo], limits: Limits, kind: str) -
             f"{kind} unpacks to {size_text(total)}, more than [limits] max_unpacked_bytes "
             f"({size_text(limits.max_unpacked_bytes)}); raise the limit to index it"
         )
+    for member in members:
+        name = member.filename.lower()
+        if (
+            member.file_size > MAX_PART_BYTES
+            and name.endswith(_MARKUP_SUFFIXES)
+            and not name.startswith(_STREAMED_PREFIXES)
+        ):
+            raise ItemSkipped(
+                f"{kind} member {_name(member)} unpacks to {size_text(member.file_size)} of "
+                f"markup, more than the {size_text(MAX_PART_BYTES)} one part may take "
+                "(it is parsed whole); split the document to index it"
+            )
 
 
 def _inflate_to_end(f: BinaryIO, member: zipfile.ZipInfo, kind: str) -> None:

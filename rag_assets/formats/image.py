@@ -143,11 +143,13 @@ def parse_image(full_path: Path, rel_path: str, options: ParseOptions) -> Parsed
     doc = _open(full_path, warnings)
     try:
         frames = doc.page_count
+        frame_note = ""
         if frames > MAX_IMAGE_FRAMES:
-            warnings.append(
+            frame_note = (
                 f"only the first {MAX_IMAGE_FRAMES:,} of {frames:,} frames are read; "
                 "split the file to index the rest"
             )
+            warnings.append(frame_note)
         pages = _within_cap(doc, min(frames, MAX_IMAGE_FRAMES), options, warnings)
         reason = ocr_available(options.ocr_languages)
         if reason:
@@ -160,7 +162,12 @@ def parse_image(full_path: Path, rel_path: str, options: ParseOptions) -> Parsed
                 warnings=tuple(warnings),
                 deferred=(deferred_description(pages),),
             )
-        return _ocr(doc, pages, metadata, options, warnings)
+        try:
+            return _ocr(doc, pages, metadata, options, warnings)
+        except ItemSkipped as exc:
+            if frame_note:  # say so even when nothing was found
+                raise ItemSkipped(f"{exc} ({frame_note})") from None
+            raise
     finally:
         doc.close()
 

@@ -106,8 +106,10 @@ def _row_parser(sheet: Any, max_columns: int) -> Any:
 
     class _Parser(WorkSheetParser):  # type: ignore[misc]
         widest = 0
+        row_width = 0  # cells in the last row as written (what reading it cost)
 
         def parse_row(self, row: Any) -> Any:
+            self.row_width = len(row)
             if len(row) > max_columns:
                 self.widest = max(self.widest, _column_number(row[-1].get("r")), len(row))
                 del row[max_columns:]
@@ -135,7 +137,11 @@ class _Budget:
 def _sheet_text(
     sheet: Any, max_rows: int, max_columns: int, budget: _Budget, last_rows: dict[str, Any]
 ) -> tuple[str, int, int]:
-    """(text, rows left out, widest column left out) of one worksheet."""
+    """(text, rows left out, widest column left out) of one worksheet.
+
+    Every cell as written costs the budget, kept or cut: the sheet's XML elements
+    all pass through openpyxl's parser loop, whether their cells are parsed or not.
+    """
     lines: list[str] = []
     kept = 0
     omitted = 0
@@ -146,7 +152,7 @@ def _sheet_text(
             if budget.left <= 0:
                 budget.exhausted = True
                 break
-            budget.left -= max(1, len(cells))
+            budget.left -= max(1, parser.row_width)
             values: dict[int, str] = {}
             for cell in cells:
                 column = int(cell["column"])
