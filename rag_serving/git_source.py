@@ -30,6 +30,8 @@ class GitItem:
     size: int | None = None
     problem: str | None = None
     severity: str = "skipped"
+    # Cannot be read now (a damaged object): what the index holds for it is kept.
+    unavailable: bool = False
 
 
 def commit_key(sha: str) -> str:
@@ -67,23 +69,44 @@ def window_start(config: GitSourceConfig, now: datetime | None = None) -> dateti
 
 def list_git_items(config: GitSourceConfig, repo: GitRepository) -> Iterator[GitItem]:
     """Every item of the source: the selected files of the ref's tree (those skipped by
-    rule with their reason), then the commits of the history window, newest first."""
+    rule with their reason), then the commits of the history window, newest first.
+
+    A file, folder or commit whose object is damaged is listed as an error item that
+    keeps what the index holds for it (a folder as ``path/``); a damaged ref commit
+    or root tree makes the source unavailable (``SourceUnavailableError``)."""
     head = resolve_head(config, repo)
     if head is None:
         return  # no commits yet: nothing to index
+    try:
+        yield from _tree_items(config, repo, head)
+        if not config.history:
+            return
+        damaged: dict[str, str] = {}
+        for sha, _when in repo.commit_ids(
+            head,
+            max_count=config.history_max_commits or None,
+            since=window_start(config),
+            damaged=damaged,
+        ):
+            yield GitItem(commit_key(sha), sha)
+    except RepositoryError as exc:
+        raise SourceUnavailableError(f"source {config.name!r}: {exc}") from None
+    for sha, problem in damaged.items():
+        yield GitItem(commit_key(sha), sha, problem=problem, severity="error", unavailable=True)
+
+
+def _tree_items(config: GitSourceConfig, repo: GitRepository, head: str) -> Iterator[GitItem]:
     for entry in repo.tree_entries(head):
         path = entry.path
-        if not glob.globmatch(path, config.include, flags=_FLAGS):
+        folder = path.endswith("/")  # a damaged folder: some of its files may be selected
+        if not folder and not glob.globmatch(path, config.include, flags=_FLAGS):
             continue
-        if config.exclude and glob.globmatch(path, config.exclude, flags=_FLAGS):
+        if config.exclude and glob.globmatch(path.rstrip("/"), config.exclude, flags=_FLAGS):
+            continue
+        if entry.problem is not None:
+            yield GitItem(path, entry.blob_id, None, entry.problem, "error", unavailable=True)
             continue
         problem = entry_type_skip_reason(entry.type) or path_skip_reason(
             path, entry.size, config.max_file_bytes, repo.attributes(head, path)
         )
         yield GitItem(path, entry.blob_id, entry.size, problem)
-    if not config.history:
-        return
-    for sha, _when in repo.commit_ids(
-        head, max_count=config.history_max_commits or None, since=window_start(config)
-    ):
-        yield GitItem(commit_key(sha), sha)

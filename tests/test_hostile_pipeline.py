@@ -14,7 +14,7 @@ from rag_serving.index.store import sql_string
 from rag_serving.search.engine import SearchEngine
 from ragline.indexing import InProcessIndexer
 from tests.conftest import write_config
-from tests.git_repos import commit_files, init_repo
+from tests.git_repos import commit_files, git, init_repo
 
 SKIPPED_FILES = 2_000
 
@@ -115,3 +115,59 @@ def test_a_huge_heading_line_names_every_chunk_by_its_capped_start(tmp_path: Pat
 def _doc(config: RaglineConfig, source: str, path: str) -> str:
     [row] = [r for r in rows(config, "documents", source) if r["path"] == path]
     return row["doc_id"]
+
+
+# ---- item 17: a damaged git object --------------------------------------------------
+
+
+def damage(repo: Path, path: str, how: str) -> str:
+    """Damage the loose object of ``path`` at HEAD (``how``: "middle" flips bytes in
+    the middle of its zlib stream, "junk" replaces it, "truncate" cuts it short);
+    returns its id."""
+    oid = git(repo, "rev-parse", f"HEAD:{path}").strip()
+    loose = repo / ".git" / "objects" / oid[:2] / oid[2:]
+    data = bytearray(loose.read_bytes())
+    loose.chmod(0o644)
+    if how == "middle":
+        for i in range(len(data) // 2, len(data) // 2 + 64):
+            data[i] ^= 0x5A
+    elif how == "junk":
+        data = bytearray(b"this is not a zlib stream")
+    else:
+        data = data[:100]
+    loose.write_bytes(bytes(data))
+    return oid
+
+
+def noise(seed: int, size: int) -> str:
+    """Text that compresses badly (a loose object larger than its header)."""
+    words = [f"{(seed * 7919 + i * 104729) % 1_000_003:x}" for i in range(size // 6)]
+    return "\n".join(" ".join(words[i : i + 12]) for i in range(0, len(words), 12)) + "\n"
+
+
+def test_damaged_git_objects_are_recorded_with_git_fsck_and_the_rest_indexes(
+    tmp_path: Path,
+) -> None:
+    repo = init_repo(tmp_path / "repo")
+    files = {
+        "good.py": "def tomato_soup():\n    return 'simmer for an hour'\n",
+        "notes.txt": noise(1, 40_000),
+        "junk.md": noise(2, 5_000),
+        "lib/inner.py": "def inner():\n    return 1\n",
+    }
+    commit_files(repo, "first", files)
+    middle = damage(repo, "notes.txt", "middle")  # reads its header, not its content
+    junk = damage(repo, "junk.md", "junk")  # not even its header
+    tree = damage(repo, "lib", "junk")  # a folder's tree
+    source = {"name": "code", "kind": "git", "path": str(repo), "history": False}
+    config = parse_config_file(write_config(tmp_path, [source], tmp_path / "data"))
+
+    run_source(config, "code")  # the source indexes: nothing fails it
+
+    assert {r["path"] for r in rows(config, "documents", "code")} == {"good.py"}
+    issues = {r["path"]: r for r in rows(config, "file_issues", "code")}
+    for path, oid in (("notes.txt", middle), ("junk.md", junk), ("lib/", tree)):
+        message = issues[path]["message"]
+        assert issues[path]["severity"] == "error"
+        assert f"object {oid} is damaged" in message and "`git fsck`" in message, message
+        assert str(tmp_path) not in message and "please report" not in message

@@ -72,7 +72,10 @@ class GitKind(SourceKind):
 
     def list_items(self) -> Iterator[ItemStat]:
         for item in list_git_items(self.config, self.repo):  # type: ignore[arg-type]
-            yield ItemStat(item.key, item.fingerprint, item.size, None, item.problem, item.severity)
+            yield ItemStat(
+                item.key, item.fingerprint, item.size, None, item.problem, item.severity,
+                item.unavailable,
+            )  # fmt: skip
 
     def change_signal(self) -> str:
         """The ref's commit id (and, with a history window in months, the day: commits

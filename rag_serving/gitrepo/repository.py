@@ -17,6 +17,13 @@ Conventions:
   listed.
 - One ``GitRepository`` is for one thread at a time (libgit2 objects are not shared
   safely across threads); open one per thread.
+- Loose objects are read by ``_CheckedLooseObjects`` (Python's zlib, first in line
+  before libgit2's own reader): libgit2 1.9 loops forever on a truncated loose object
+  (libgit2#7342). A damaged object (loose or packed) raises ``RepositoryError``
+  saying so and naming ``git fsck``; a file or folder whose object is damaged is
+  listed with that problem, and the rest of the tree is read.
+- Messages name objects and refs, never the repository's path (they reach remote
+  MCP callers through ``file_issues``), except those of ``open_repository``.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from __future__ import annotations
 import difflib
 import heapq
 import os
+import re
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
@@ -42,6 +51,18 @@ RENAME_LIMIT = 1000  # as git's diff.renameLimit: rename detection gives up on b
 # Commits older than ``since`` seen in a row before the walk stops: a commit with a wrong
 # clock does not end the window early (plain `git log --since` stops at the first one).
 SINCE_SLACK = 5
+# Git's object types, as loose objects name them, and libgit2's numbers for them.
+_LOOSE_TYPES = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
+_LOOSE_HEADER_BYTES = 64  # "blob 123456789\0" and room to spare
+_FSCK = "check the repository with `git fsck`"
+_QUOTED_PATH = re.compile(r"""['"]?/[^'"\s]*['"]?""")
+# What libgit2 says of an object it cannot read (as opposed to one that is not there,
+# or is not what was asked for).
+_DAMAGE_WORDS = (
+    "inflat", "zlib", "corrupt", "hash mismatch", "failed to read", "header", "packfile",
+    "truncated", "malformed", "invalid object", "damaged", "decompress", "short read",
+)  # fmt: skip
+_OID = re.compile(r"\b(?:[0-9a-f]{64}|[0-9a-f]{40})\b")
 
 _LINK_MODE = 0o120000
 _SUBMODULE_MODE = 0o160000
@@ -58,7 +79,150 @@ _ATTR_FLAGS = AttrCheck.INDEX_ONLY | AttrCheck.INCLUDE_COMMIT | AttrCheck.NO_SYS
 
 class RepositoryError(Exception):
     """A repository, ref or object that cannot be read; ``str()`` is one line saying what
-    is wrong, with the path, and what to do."""
+    is wrong and what to do."""
+
+
+class DamagedObjectError(pygit2.GitError):
+    """Raised by ``_CheckedLooseObjects`` for a loose object that does not inflate."""
+
+
+def damaged_message(oid: object, reason: str) -> str:
+    """One line for an object that cannot be read: which, why, and ``git fsck``."""
+    reason = " ".join(_QUOTED_PATH.sub("a file", reason).split())[:200]
+    return f"the repository's object {oid} is damaged ({reason}); {_FSCK}"
+
+
+def _damage_error(exc: BaseException) -> RepositoryError:
+    """``RepositoryError`` for a libgit2 error on an object that cannot be read."""
+    if isinstance(exc, DamagedObjectError):
+        return RepositoryError(str(exc))
+    text = str(exc)
+    found = _OID.search(text)
+    oid = found.group(0) if found else "(unknown)"
+    return RepositoryError(damaged_message(oid, text.replace(f"{oid}: ", "")))
+
+
+def _is_damage(exc: BaseException) -> bool:
+    """Whether a libgit2 error says an object cannot be read (rather than not found)."""
+    if isinstance(exc, DamagedObjectError):
+        return True
+    if not isinstance(exc, pygit2.GitError) or isinstance(exc, KeyError):
+        return False
+    text = str(exc).lower()
+    return any(word in text for word in _DAMAGE_WORDS)
+
+
+def _inflate(oid: object, raw: bytes, header_only: bool = False) -> tuple[int, int, bytes]:
+    """(type, size, content) of a loose object's bytes; only what the header says with
+    ``header_only`` (content b""). Raises ``DamagedObjectError``: the output is bounded
+    by the size the header declares, a stream that ends early or runs on is damage."""
+    stream = zlib.decompressobj()
+    try:
+        head = stream.decompress(raw, _LOOSE_HEADER_BYTES)
+        kind, sep, rest = head.partition(b"\0")
+        name, _, size_text = kind.partition(b" ")
+        if not sep or name not in _LOOSE_TYPES or not size_text.isdigit():
+            raise DamagedObjectError(damaged_message(oid, "no object header"))
+        size = int(size_text)
+        if header_only:
+            return _LOOSE_TYPES[name], size, b""
+        body = rest + stream.decompress(stream.unconsumed_tail, size - len(rest) + 1)
+    except zlib.error as exc:
+        raise DamagedObjectError(damaged_message(oid, f"zlib: {exc}")) from None
+    if len(body) != size or not stream.eof or stream.unconsumed_tail:
+        what = "truncated" if not stream.eof and len(body) < size else "wrong size"
+        raise DamagedObjectError(damaged_message(oid, what))
+    return _LOOSE_TYPES[name], size, body
+
+
+class _CheckedLooseObjects(pygit2.OdbBackend):
+    """The loose objects of one objects folder, read with Python's zlib before libgit2's
+    own loose backend is asked (which loops forever on a truncated one): a damaged
+    object raises ``DamagedObjectError``; any other object is "not found" here and
+    read by libgit2 (packs) as before."""
+
+    def __init__(self, objects: str) -> None:
+        super().__init__()
+        self._objects = objects
+
+    def _raw(self, oid: object, limit: int = -1) -> bytes:
+        hexid = str(oid)
+        try:
+            with open(os.path.join(self._objects, hexid[:2], hexid[2:]), "rb") as handle:
+                return handle.read(limit)
+        except FileNotFoundError:
+            raise KeyError(hexid) from None
+        except OSError as exc:
+            reason = f"cannot be read: {exc.strerror or exc}"
+            raise DamagedObjectError(damaged_message(hexid, reason)) from None
+
+    def read_cb(self, oid: pygit2.Oid) -> tuple[int, bytes]:
+        kind, _, body = _inflate(oid, self._raw(oid))
+        return kind, body
+
+    def read_header_cb(self, oid: pygit2.Oid) -> tuple[int, int]:
+        kind, size, _ = _inflate(oid, self._raw(oid, 4096), header_only=True)
+        return kind, size
+
+    def exists_cb(self, oid: pygit2.Oid) -> bool:
+        hexid = str(oid)
+        return os.path.isfile(os.path.join(self._objects, hexid[:2], hexid[2:]))
+
+    def _find(self, prefix: str) -> pygit2.Oid:
+        try:
+            names = os.listdir(os.path.join(self._objects, prefix[:2]))
+        except OSError:
+            names = []
+        found = [n for n in names if n.startswith(prefix[2:]) and len(n) == 38]
+        if not found:
+            raise KeyError(prefix)
+        if len(found) > 1:
+            raise ValueError(f"{prefix} is ambiguous")
+        return pygit2.Oid(hex=prefix[:2] + found[0])
+
+    def read_prefix_cb(self, prefix: str) -> tuple[int, bytes, pygit2.Oid]:
+        oid = self._find(prefix)
+        kind, body = self.read_cb(oid)
+        return kind, body, oid
+
+    def exists_prefix_cb(self, prefix: str) -> pygit2.Oid:
+        return self._find(prefix)
+
+    def refresh_cb(self) -> None:
+        return None
+
+
+def _object_folders(git_dir: str) -> list[str]:
+    """The repository's objects folder (a linked worktree's is its main one's) and the
+    folders ``objects/info/alternates`` adds, recursively as git reads them."""
+    common = os.path.join(git_dir, "commondir")
+    if os.path.isfile(common):
+        with open(common, encoding="utf-8", errors="replace") as handle:
+            git_dir = os.path.join(git_dir, handle.read().strip())
+    folders: list[str] = []
+    todo = [os.path.normpath(os.path.join(git_dir, "objects"))]
+    while todo and len(folders) < 16:  # git follows 5 levels of alternates
+        folder = todo.pop(0)
+        if folder in folders:
+            continue
+        folders.append(folder)
+        try:
+            with open(os.path.join(folder, "info", "alternates"), encoding="utf-8") as handle:
+                lines = handle.read().splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in lines:
+            if line.strip() and not line.startswith("#"):
+                todo.append(os.path.normpath(os.path.join(folder, line.strip())))
+    return folders
+
+
+def _checked(repo: pygit2.Repository) -> pygit2.Repository:
+    """``repo`` with its loose objects read by ``_CheckedLooseObjects`` first."""
+    odb = repo.odb
+    for folder in _object_folders(repo.path):
+        odb.add_backend(_CheckedLooseObjects(folder), 1000)
+    return repo
 
 
 @dataclass(frozen=True)
@@ -82,7 +246,10 @@ class TreeEntry:
     blob_id: str  # the blob's id; for a submodule, the commit it pins
     mode: int  # git's file mode: 0o100644, 0o100755, 0o120000 (link), 0o160000 (submodule)
     size: int | None  # bytes of the blob (a link: its target's length); None for a submodule
-    type: Literal["blob", "link", "submodule"]
+    # "damaged": an object that cannot be read (``problem`` says which and what to do):
+    # a file, or a folder (its path ends with "/") whose files cannot be listed.
+    type: Literal["blob", "link", "submodule", "damaged"]
+    problem: str | None = None
 
 
 @dataclass(frozen=True)
@@ -149,7 +316,7 @@ def open_repository(path: Path | str) -> GitRepository:
         repo = pygit2.Repository(str(path), RepositoryOpenFlag.NO_SEARCH)
     except pygit2.GitError as exc:
         raise _open_error(path, str(exc)) from None
-    return GitRepository(repo)
+    return GitRepository(_checked(repo))
 
 
 def _open_error(path: Path, text: str) -> RepositoryError:
@@ -244,7 +411,12 @@ class GitRepository:
 
     def __init__(self, repo: pygit2.Repository):
         self._repo = repo
-        self._attributes_in: dict[str, bool] = {}  # commit -> its tree has .gitattributes
+        # commit -> the blob ids of its tree's .gitattributes files
+        self._attributes_in: dict[str, tuple[str, ...]] = {}
+        # For ``get_attr`` only: a handle without the Python backend (libgit2 calls it
+        # through cffi), used once the .gitattributes blobs it reads are checked.
+        self._plain: pygit2.Repository | None = None
+        self._checked_attributes: dict[str, bool] = {}  # commit -> they all read
 
     def __enter__(self) -> GitRepository:
         return self
@@ -254,6 +426,8 @@ class GitRepository:
 
     def close(self) -> None:
         self._repo.free()
+        if self._plain is not None:
+            self._plain.free()
 
     # --- the repository and its refs -------------------------------------------
 
@@ -296,22 +470,32 @@ class GitRepository:
                 target = repo.references["HEAD"].target
                 branch = str(target).removeprefix("refs/heads/")
                 raise RepositoryError(
-                    f"{self.path}: HEAD is the branch {branch!r}, which has no commits yet; "
+                    f"HEAD is the branch {branch!r}, which has no commits yet; "
                     f"set `ref` to one of: {', '.join(self._branch_names()[:10]) or '(none)'}"
                 )
-            return str(repo.head.peel(pygit2.Commit).id)
+            try:
+                return str(repo.head.peel(pygit2.Commit).id)
+            except pygit2.GitError as exc:
+                raise RepositoryError(self._damaged_ref("HEAD", exc)) from None
         try:
             found = repo.revparse_single(ref)
         except (KeyError, ValueError, pygit2.GitError) as exc:
+            if _is_damage(exc):
+                raise RepositoryError(self._damaged_ref(ref, exc)) from None
             raise self._unknown_ref(ref, exc) from None
         try:
             return str(found.peel(pygit2.Commit).id)
-        except (ValueError, pygit2.GitError):
+        except (ValueError, pygit2.GitError) as exc:
+            if _is_damage(exc):
+                raise RepositoryError(self._damaged_ref(ref, exc)) from None
             kind = found.type_str if hasattr(found, "type_str") else type(found).__name__
             raise RepositoryError(
-                f"{ref!r} in {self.path} is a {kind}, not a commit; set `ref` to a branch, tag "
-                "or commit"
+                f"{ref!r} is a {kind}, not a commit; set `ref` to a branch, tag or commit"
             ) from None
+
+    @staticmethod
+    def _damaged_ref(ref: str, exc: BaseException) -> str:
+        return f"{ref} cannot be read: {_damage_error(exc)}"
 
     def _empty(self) -> bool:
         # Not libgit2's is_empty: that also wants HEAD on init.defaultBranch (or
@@ -325,7 +509,7 @@ class GitRepository:
         text = str(exc).strip("'\"")
         if "ambiguous" in text.lower():
             return RepositoryError(
-                f"{ref!r} is ambiguous in {self.path} (several objects start with it); give "
+                f"{ref!r} is ambiguous (several objects start with it); give "
                 "more characters of the commit id, or a branch or tag"
             )
         names = self._branch_names() + sorted(self._repo.branches.remote)
@@ -343,7 +527,7 @@ class GitRepository:
         else:
             hint = "it has no branches or tags"
         return RepositoryError(
-            f"ref {ref!r} not found in {self.path}; {hint} (set `ref` to a branch, tag or "
+            f"ref {ref!r} not found in the repository; {hint} (set `ref` to a branch, tag or "
             "commit, or leave it out for HEAD)"
         )
 
@@ -352,7 +536,7 @@ class GitRepository:
         a force-push and a garbage collection)."""
         try:
             return self._repo[sha].type == ObjectType.COMMIT
-        except (KeyError, ValueError):
+        except (KeyError, ValueError, pygit2.GitError):
             return False
 
     # --- files of a commit ----------------------------------------------------------
@@ -360,9 +544,14 @@ class GitRepository:
     def tree_entries(self, commit: str) -> Iterator[TreeEntry]:
         """Every file of ``commit``'s tree, through all folders, in git's order (sorted by
         the bytes of the path). Submodules are listed (type "submodule"), symbolic links
-        too (type "link"); paths with a ``.git`` component are not."""
-        root = self._commit(commit).tree
-        has_attributes = False
+        too (type "link"); paths with a ``.git`` component are not. A file or folder
+        whose object cannot be read is listed as "damaged" (a folder as ``path/``), and
+        the rest is read; a damaged commit or root tree raises ``RepositoryError``."""
+        try:
+            root = self._commit(commit).tree
+        except pygit2.GitError as exc:
+            raise _damage_error(exc) from None
+        attributes: list[str] = []
         odb = self._repo.odb
         stack: list[tuple[str, Iterator[pygit2.Object]]] = [("", iter(root))]
         while stack:
@@ -377,55 +566,83 @@ class GitRepository:
             path = prefix + _path(raw)
             mode = int(entry.filemode)
             if entry.type == ObjectType.TREE:
-                stack.append((path + "/", iter(self._repo[entry.id])))
+                try:
+                    stack.append((path + "/", iter(self._repo[entry.id])))
+                except (KeyError, pygit2.GitError) as exc:
+                    yield self._damaged_entry(path + "/", entry, mode, exc)
                 continue
             if mode == _SUBMODULE_MODE or entry.type == ObjectType.COMMIT:
                 yield TreeEntry(path, str(entry.id), mode, None, "submodule")
                 continue
+            try:
+                size = odb.read_header(entry.id)[1]
+            except (KeyError, pygit2.GitError) as exc:
+                yield self._damaged_entry(path, entry, mode, exc)
+                continue
             if raw == b".gitattributes":
-                has_attributes = True
-            size = odb.read_header(entry.id)[1]
+                attributes.append(str(entry.id))
             kind: Literal["blob", "link"] = "link" if mode == _LINK_MODE else "blob"
             yield TreeEntry(path, str(entry.id), mode, size, kind)
-        self._attributes_in[commit] = has_attributes
+        self._attributes_in[commit] = tuple(attributes)
+
+    @staticmethod
+    def _damaged_entry(path: str, entry: pygit2.Object, mode: int, exc: Exception) -> TreeEntry:
+        if isinstance(exc, KeyError):
+            problem = f"the repository's object {entry.id} is missing; {_FSCK}"
+        else:
+            problem = str(_damage_error(exc))
+        if path.endswith("/"):
+            problem += " (the folder's files cannot be listed; what the index holds is kept)"
+        return TreeEntry(path, str(entry.id), mode, None, "damaged", problem)
 
     def read_blob(self, blob_id: str) -> bytes:
         """The content of a blob."""
         try:
             obj = self._repo[blob_id]
+            if not isinstance(obj, pygit2.Blob):
+                raise RepositoryError(f"object {blob_id} is a {obj.type_str}, not a file")
+            return obj.data
         except (KeyError, ValueError):
             raise RepositoryError(
-                f"object {blob_id} is missing from {self.path} (the repository changed during "
-                "the run?); run again"
+                f"object {blob_id} is missing from the repository (the repository changed "
+                f"during the run?); run again, or {_FSCK}"
             ) from None
-        if not isinstance(obj, pygit2.Blob):
-            raise RepositoryError(
-                f"object {blob_id} in {self.path} is a {obj.type_str}, not a file"
-            )
-        return obj.data
+        except pygit2.GitError as exc:
+            raise _damage_error(exc) from None
 
     def blob_size(self, blob_id: str) -> int:
         """A blob's size in bytes, from the object's header (the content is not read)."""
         try:
             return self._repo.odb.read_header(pygit2.Oid(hex=blob_id))[1]
         except (KeyError, ValueError):
-            raise RepositoryError(f"object {blob_id} is missing from {self.path}") from None
+            raise RepositoryError(f"object {blob_id} is missing from the repository") from None
+        except pygit2.GitError as exc:
+            raise _damage_error(exc) from None
 
     def attributes(self, commit: str, path: str) -> PathAttributes:
         """What the ``.gitattributes`` files of ``commit`` (and the repository's
         ``info/attributes``) say of ``path``: linguist-vendored, linguist-generated,
         binary. Cheap: a commit whose tree has no ``.gitattributes`` is answered
-        without a lookup (known once ``tree_entries`` has listed it)."""
-        has = self._attributes_in.get(commit)
-        if has is None:
+        without a lookup (known once ``tree_entries`` has listed it). A damaged
+        ``.gitattributes`` blob is read as none (the path rules still apply)."""
+        blobs = self._attributes_in.get(commit)
+        if blobs is None:
             for _ in self.tree_entries(commit):
                 pass
-            has = self._attributes_in[commit]
-        if not has and not (Path(self._repo.path) / "info" / "attributes").is_file():
+            blobs = self._attributes_in[commit]
+        if not blobs and not (Path(self._repo.path) / "info" / "attributes").is_file():
             return NO_ATTRIBUTES
+        readable = self._checked_attributes.get(commit)
+        if readable is None:
+            readable = self._checked_attributes[commit] = all(map(self._readable, blobs))
+        if not readable:
+            return NO_ATTRIBUTES
+        if self._plain is None:
+            self._plain = pygit2.Repository(self._repo.path, RepositoryOpenFlag.NO_SEARCH)
+        plain = self._plain
 
         def get(name: str) -> bool | None:
-            value = self._repo.get_attr(path, name, _ATTR_FLAGS, commit)
+            value = plain.get_attr(path, name, _ATTR_FLAGS, commit)
             if isinstance(value, str):
                 return value.lower() not in ("false", "0", "no")
             return value
@@ -435,16 +652,29 @@ class GitRepository:
             binary = True
         return PathAttributes(get("linguist-vendored"), get("linguist-generated"), binary)
 
+    def _readable(self, oid: str) -> bool:
+        try:
+            self._repo.odb.read(oid)
+        except (KeyError, ValueError, pygit2.GitError):
+            return False
+        return True
+
     # --- history --------------------------------------------------------------------
 
     def commit_ids(
-        self, head: str, max_count: int | None = None, since: datetime | None = None
+        self,
+        head: str,
+        max_count: int | None = None,
+        since: datetime | None = None,
+        damaged: dict[str, str] | None = None,
     ) -> list[tuple[str, datetime]]:
         """The commits reachable from ``head`` (merged branches' commits included),
         newest first by commit date, with their commit dates: at most ``max_count``,
         and none committed before ``since`` (a naive datetime is taken as UTC). Reads
         no diffs; a shallow clone's history ends at its oldest fetched commits without
-        error."""
+        error. A parent that cannot be read (damaged or missing) ends the walk on that
+        line of history: it goes into ``damaged`` (id → problem) when given, else
+        raises ``RepositoryError``."""
         if since is not None and since.tzinfo is None:
             since = since.replace(tzinfo=UTC)
         if max_count is not None and max_count <= 0:
@@ -452,7 +682,10 @@ class GitRepository:
         # A walk by commit date of our own rather than libgit2's sorted walker: that one
         # reads the whole history before giving the first commit (113 ms for 20,000
         # commits), this one stops at the window (4 ms for the newest 500).
-        start = self._commit(head)
+        try:
+            start = self._commit(head)
+        except pygit2.GitError as exc:
+            raise _damage_error(exc) from None
         heap: list[tuple[int, int, pygit2.Commit]] = [(-start.commit_time, 0, start)]
         seen = {start.id}
         pushed = 0
@@ -477,12 +710,17 @@ class GitRepository:
                 seen.add(parent_id)
                 try:
                     parent = self._repo[parent_id]
-                except KeyError:
-                    raise RepositoryError(
-                        f"the history of {self.path} cannot be read past commit {commit.id} "
-                        f"(its parent {parent_id} is missing); check the repository with "
-                        "`git fsck`"
-                    ) from None
+                except (KeyError, pygit2.GitError) as exc:
+                    problem = (
+                        f"the history cannot be read past commit {commit.id}: its parent "
+                        f"{parent_id} is missing; {_FSCK}"
+                        if isinstance(exc, KeyError)
+                        else str(_damage_error(exc))
+                    )
+                    if damaged is None:
+                        raise RepositoryError(problem) from None
+                    damaged[str(parent_id)] = problem
+                    continue
                 pushed += 1
                 heapq.heappush(heap, (-parent.commit_time, pushed, parent))
         return found
@@ -497,7 +735,16 @@ class GitRepository:
         """``sha`` with its author, dates, message and its changes against its first
         parent (renames detected; the root commit against the empty tree). The patch
         text is kept when the commit changes at most ``patch_limit`` lines in at
-        most ``max_files`` files and the text is at most ``patch_max_bytes``."""
+        most ``max_files`` files and the text is at most ``patch_max_bytes``. An
+        object it needs that is damaged raises ``RepositoryError`` saying so."""
+        try:
+            return self._commit_info(sha, patch_limit, patch_max_bytes, max_files)
+        except pygit2.GitError as exc:
+            raise _damage_error(exc) from None
+
+    def _commit_info(
+        self, sha: str, patch_limit: int, patch_max_bytes: int, max_files: int
+    ) -> CommitInfo:
         commit = self._commit(sha)
         encoding = commit.message_encoding
         message = _decode(commit.raw_message, encoding)
@@ -538,8 +785,8 @@ class GitRepository:
                 parent = self._repo[commit.parent_ids[0]]
             except KeyError:
                 raise RepositoryError(
-                    f"commit {commit.id} in {self.path}: its parent {commit.parent_ids[0]} is "
-                    "missing; check the repository with `git fsck`"
+                    f"commit {commit.id}: its parent {commit.parent_ids[0]} is missing from "
+                    f"the repository; {_FSCK}"
                 ) from None
             diff = parent.tree.diff_to_tree(commit.tree)
         else:
@@ -584,15 +831,13 @@ class GitRepository:
             obj = self._repo[sha]
         except (KeyError, ValueError):
             raise RepositoryError(
-                f"commit {sha} is not in {self.path} (rewritten history, or a shallow clone?); "
-                "run again to re-read the ref"
+                f"commit {sha} is not in the repository (rewritten history, or a shallow "
+                "clone?); run again to re-read the ref"
             ) from None
         try:
             return obj.peel(pygit2.Commit)
         except (ValueError, pygit2.GitError):
-            raise RepositoryError(
-                f"{sha} in {self.path} is a {obj.type_str}, not a commit"
-            ) from None
+            raise RepositoryError(f"{sha} is a {obj.type_str}, not a commit") from None
 
     def _is_shallow_boundary(self, commit: pygit2.Commit) -> bool:
         if not self._repo.is_shallow:
