@@ -85,6 +85,7 @@ class HttpServer:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
         self.port = port
+
         class Server(ThreadingHTTPServer):
             def handle_error(self, request: Any, client_address: Any) -> None:
                 pass  # a client hanging up on a bomb is expected
