@@ -215,11 +215,15 @@ def baseline(folder: Path, memory_limit_gib: float) -> tuple[dict[str, Any], Pat
 def judge(case: HostileCase, result: dict[str, Any]) -> tuple[bool, str]:
     """Whether the case holds, and the problem recorded for its hostile item."""
     words = case.expect.lower()
-    recorded = next((p for p in result.get("problems", []) if words in p["message"].lower()), None)
-    shown = f"{recorded['severity']}: {recorded['message']}" if recorded else "(none)"
+    problems = result.get("problems", [])
+    recorded = next((p for p in problems if words and words in p["message"].lower()), None)
+    if recorded is not None:
+        shown = f"{recorded['severity']}: {recorded['message']}"
+    else:
+        shown = "(indexed within the caps)" if not words else "(nothing recorded)"
     held = bool(
         result.get("success")
-        and recorded is not None
+        and (recorded is not None or not words)
         and result.get("documents", 0) >= case.good_items
         and (result.get("peak_mb") or 1e9) <= PEAK_LIMIT_MB
         and (result.get("wall_s") or 1e9) <= WALL_LIMIT_S

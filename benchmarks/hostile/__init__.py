@@ -38,7 +38,8 @@ class HostileCase:
     item: int  # the issue 26 item it checks
     # Writes the input (and a few good items) under the folder; returns the source.
     build: Callable[[Path, HttpFixture], dict[str, Any]]
-    # Words expected in the recorded problem or warning of the hostile item.
+    # Words expected in the recorded problem or warning of the hostile item ("": it
+    # is indexed within the caps, nothing need be recorded).
     expect: str
     # How many good items (documents) the source must still index.
     good_items: int = 1
