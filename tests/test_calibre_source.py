@@ -320,6 +320,10 @@ def test_a_locked_damaged_or_missing_database_fails_only_that_source(tmp_path: P
         [failed] = index_sources(config, ["copy"], full=False)
         assert not failed.success and text in (failed.error or ""), failed.error
         assert "\n" not in (failed.error or "").strip()
+        # What the source says of itself reaches remote MCP callers: no server path.
+        [status] = [s for s in index_status(config).sources if s.name == "copy"]
+        said = [failed.error, status.pending_error, status.last_failure.message]
+        assert all(m and str(tmp_path) not in m for m in said), said
         hits = SearchEngine(config).search("hefty water", filters=SearchFilters(sources=("copy",)))
         assert hits.hits  # what the index held for the source is kept and served
         index(config, ["books"])  # the other source still indexes
@@ -339,7 +343,53 @@ def test_a_locked_damaged_or_missing_database_fails_only_that_source(tmp_path: P
     (copy / "metadata.db").write_bytes(b"this is not a database" * 100)
     fails_with("cannot be read as a Calibre library (file is not a database)")
     (copy / "metadata.db").unlink()
-    fails_with(f"no metadata.db in {copy}")
+    fails_with("the library folder has no metadata.db")
+    shutil.rmtree(copy)
+    fails_with("the library folder does not exist")
+
+
+def folder_state(root: Path) -> dict[str, int]:
+    """Every file and folder under ``root`` (itself too) → its mtime: creating,
+    changing or removing anything in the library changes it."""
+    found = {".": root.stat().st_mtime_ns}
+    for path in root.rglob("*"):
+        found[str(path.relative_to(root))] = path.lstat().st_mtime_ns
+    return found
+
+
+def test_a_wal_mode_library_is_read_without_writing_anything_into_it(tmp_path: Path) -> None:
+    lib = make_library(tmp_path / "Calibre Library")
+    waste, _ = lib.add(WASTE_LAND), lib.add(TREES)
+    database = lib.root / "metadata.db"
+    with sqlite3.connect(database) as db:  # as Calibre leaves it with WAL on, once closed
+        assert db.execute("PRAGMA journal_mode=WAL").fetchone() == ("wal",)
+    db.close()
+    assert not (lib.root / "metadata.db-wal").exists()
+    config = parse_config_file(write_config(tmp_path, [calibre_source(lib.root)], tmp_path / "d"))
+    before = folder_state(lib.root)
+    index(config)
+    assert {d["title"] for d in documents(config).values()} == {"The Waste Land", "Trees"}
+    assert index_status(config).sources[0].pending_error is None
+    assert folder_state(lib.root) == before  # no -wal or -shm left, nothing touched
+
+    # Calibre open: an edit only in its write-ahead log (not yet in metadata.db).
+    calibre = sqlite3.connect(database)
+    try:
+        calibre.execute("PRAGMA wal_autocheckpoint=0")
+        calibre.create_function("title_sort", 1, lambda title: title)  # its triggers call it
+        calibre.execute("UPDATE books SET title = 'The Waste Land (annotated)' WHERE id = ?",
+                        (waste,))  # fmt: skip
+        calibre.commit()
+        assert (lib.root / "metadata.db-wal").stat().st_size > 0
+        before = folder_state(lib.root)
+        edited = index(config)
+        assert edited["raw_files"]["changed"] == 1
+        titles = {d["title"] for d in documents(config).values()}
+        assert titles == {"The Waste Land (annotated)", "Trees"}  # the log was read
+        assert index_status(config).sources[0].pending.total == 0  # type: ignore[union-attr]
+        assert folder_state(lib.root) == before
+    finally:
+        calibre.close()
 
 
 def test_the_fallback_builder_makes_a_library_the_kind_reads(tmp_path: Path) -> None:

@@ -42,11 +42,7 @@ from rag_assets.sources.files import source_file_sha256
 from rag_serving.calibre import library
 from rag_serving.calibre.library import Book
 from rag_serving.config import CalibreSourceConfig
-from rag_serving.scanning import (
-    OutsideSourceError,
-    pinned_source_file,
-    source_root,
-)
+from rag_serving.scanning import OutsideSourceError, pinned_source_file
 
 BOOK_PARSER = "calibre/1"
 ABOUT_ANCHOR = "about"
@@ -66,7 +62,7 @@ class CalibreKind(SourceKind):
 
     @cached_property
     def real_root(self) -> Path:
-        return source_root(self.config)
+        return library.library_root(self.calibre)
 
     # ---- list ----------------------------------------------------------------
 

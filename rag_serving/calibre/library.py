@@ -7,12 +7,26 @@ reads (``READABLE_FORMATS``). Its fingerprint is ``books.last_modified``, that
 file's size and mtime, and a hash of the metadata that is indexed, so a tag edit
 in Calibre re-indexes the book and nothing else.
 
-``metadata.db`` is opened with ``mode=ro`` (sqlite refuses every write) inside one
-read transaction, so all tables are read from the same snapshot. Only the base
-tables are queried: the ``meta`` view and the triggers call SQL functions that only
-Calibre registers. A database that is locked (Calibre writing) is waited for
-briefly; a missing, locked or damaged one makes the whole source unavailable
-(``SourceUnavailableError``: the run fails and what the index holds is kept).
+``metadata.db`` is read inside one read transaction, so all tables are read from
+the same snapshot, and nothing is ever written into the library (``_snapshot``):
+
+- in rollback-journal mode (Calibre's default) it is opened with ``mode=ro``, which
+  takes sqlite's read lock and writes nothing;
+- in WAL mode a read-only open would still create ``metadata.db-wal`` and ``-shm``
+  beside it and leave them there. Without a write-ahead log (Calibre closed) the
+  file is whole and is opened ``immutable=1`` (no lock, no file made); with one
+  (Calibre open: committed edits may be only in the log) metadata.db and its log
+  are copied into a private temporary folder and the copy is read. Either way the
+  files are stat-ed before and after: a library that changed meanwhile is read
+  again (a checkpoint rewrites metadata.db in place). The copy is kept, and reused,
+  while the files are unchanged: a run reads the database once per book.
+
+Only the base tables are queried: the ``meta`` view and the triggers call SQL
+functions that only Calibre registers. A database that is locked (Calibre writing)
+is waited for briefly; a missing, locked or damaged one makes the whole source
+unavailable (``SourceUnavailableError``: the run fails and what the index holds is
+kept). Messages name the library's files, never its path: they reach remote MCP
+callers (``last_failure``, ``pending_error``).
 
 Book files are stat-ed only here; they are read by the indexing side through the
 walker's safe helpers. A file whose real path leaves the library (a symbolic link,
@@ -21,13 +35,17 @@ a ``..`` in the database) is listed as skipped and never read.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
+import shutil
 import sqlite3
 import stat
+import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -37,11 +55,11 @@ from urllib.parse import quote
 from wcmatch import glob
 
 from rag_serving.config import CalibreSourceConfig
-from rag_serving.errors import SourceUnavailableError
+from rag_serving.errors import ConfigError, SourceUnavailableError
 from rag_serving.listing import ListedItem
-from rag_serving.scanning import source_root
 
 METADATA_DB = "metadata.db"
+WAL_SUFFIX = "-wal"
 # sqlite's busy timeout per attempt, and attempts, while Calibre holds a write lock.
 LOCK_WAIT_SECONDS = 2.0
 LOCK_ATTEMPTS = 2
@@ -138,6 +156,28 @@ def database_path(config: CalibreSourceConfig) -> Path:
     return Path(config.path) / METADATA_DB
 
 
+def library_root(config: CalibreSourceConfig) -> Path:
+    """The real (symlink-free) path of the library folder; ``SourceUnavailableError``
+    when it cannot be reached (an unplugged disk), a ``ConfigError`` for a file."""
+    try:
+        real = Path(os.path.realpath(config.path, strict=True))
+    except OSError as exc:
+        reason = (
+            "does not exist"
+            if isinstance(exc, FileNotFoundError)
+            else f"cannot be read ({(exc.strerror or str(exc)).lower()})"
+        )
+        raise SourceUnavailableError(
+            f"source {config.name!r}: the library folder {reason}; reconnect the disk or fix "
+            "`path` in the config (what the index holds for the source is kept)"
+        ) from None
+    if not real.is_dir():
+        raise ConfigError(
+            f"source {config.name!r}: `path` is a file, not a Calibre library folder; fix it"
+        )
+    return real
+
+
 def read_books(config: CalibreSourceConfig) -> list[Book]:
     """Every book of the library, by id (raises ``SourceUnavailableError``)."""
     return _read(config, None)
@@ -164,7 +204,7 @@ def find_book(config: CalibreSourceConfig, key: str) -> Book | None:
 def list_books(config: CalibreSourceConfig) -> Iterator[ListedItem]:
     """Every book of the library as one item, by key (see the module docstring);
     books that cannot be indexed are listed with their problem."""
-    resolver = _Resolver(source_root(config))
+    resolver = _Resolver(library_root(config))
     items: dict[str, ListedItem] = {}
     for book in read_books(config):
         item = _book_item(config, resolver, book)
@@ -179,7 +219,7 @@ def change_signal(config: CalibreSourceConfig) -> str:
     database on every change it makes. A book file replaced behind Calibre's back is
     seen by the next full listing (a run), not by this signal."""
     parts = []
-    for name in (METADATA_DB, METADATA_DB + "-wal"):
+    for name in (METADATA_DB, METADATA_DB + WAL_SUFFIX):
         try:
             info = os.stat(Path(config.path) / name)
             parts.append(f"{info.st_size}:{info.st_mtime_ns}")
@@ -397,8 +437,9 @@ def _date(value: Any) -> datetime | None:
 
 
 def _run(config: CalibreSourceConfig, read: Any) -> Any:
-    """``read(connection)`` inside one read-only transaction on metadata.db, waiting
-    briefly while it is locked; every failure is a one-line ``SourceUnavailableError``."""
+    """``read(connection)`` inside one read-only transaction on metadata.db (see the
+    module docstring: nothing is written into the library), waiting briefly while it is
+    locked; every failure is a one-line ``SourceUnavailableError``."""
     db_path = database_path(config)
     try:
         real = Path(os.path.realpath(db_path, strict=True))
@@ -406,44 +447,129 @@ def _run(config: CalibreSourceConfig, read: Any) -> Any:
             raise IsADirectoryError(21, "not a file")
     except OSError as exc:
         if isinstance(exc, FileNotFoundError):
-            source_root(config)  # a library folder that is gone says so itself
-            what = f"no {METADATA_DB} in {config.path}"
+            library_root(config)  # a library folder that is gone says so itself
+            what = f"the library folder has no {METADATA_DB}"
         else:
-            what = f"{db_path} cannot be read ({(exc.strerror or str(exc)).lower()})"
+            what = f"{METADATA_DB} cannot be read ({(exc.strerror or str(exc)).lower()})"
         raise SourceUnavailableError(
             f"source {config.name!r}: {what}; point `path` at the Calibre library folder "
             "(the one holding metadata.db)"
         ) from None
-    uri = "file:" + quote(str(real)) + "?mode=ro"
     for attempt in range(LOCK_ATTEMPTS):
+        last = attempt + 1 == LOCK_ATTEMPTS
         try:
-            db = sqlite3.connect(uri, uri=True, timeout=LOCK_WAIT_SECONDS)
-            try:
-                db.execute("BEGIN")  # one snapshot for every table
-                return read(db)
-            finally:
-                db.close()
+            with _snapshot(real) as uri:
+                db = sqlite3.connect(uri, uri=True, timeout=LOCK_WAIT_SECONDS)
+                try:
+                    db.execute("BEGIN")  # one snapshot for every table
+                    return read(db)
+                finally:
+                    db.close()
+        except _Changed:
+            if not last:
+                continue
+            raise SourceUnavailableError(
+                f"source {config.name!r}: {METADATA_DB} changed while it was read (Calibre "
+                "writing to it); it is read on the next run, and what the index holds for "
+                "the source is kept"
+            ) from None
         except sqlite3.OperationalError as exc:
             message = str(exc)
             if "locked" in message or "busy" in message:
-                if attempt + 1 < LOCK_ATTEMPTS:
+                if not last:
                     time.sleep(0.2)
                     continue
                 raise SourceUnavailableError(
-                    f"source {config.name!r}: {db_path} is locked by another program (Calibre "
-                    f"writing to it: {message}); it is read on the next run, and what the "
-                    "index holds for the source is kept"
+                    f"source {config.name!r}: {METADATA_DB} is locked by another program "
+                    f"(Calibre writing to it: {message}); it is read on the next run, and what "
+                    "the index holds for the source is kept"
                 ) from None
-            raise _damaged(config, db_path, exc) from None
+            raise _damaged(config, exc) from None
         except sqlite3.DatabaseError as exc:
-            raise _damaged(config, db_path, exc) from None
+            raise _damaged(config, exc) from None
+        except OSError as exc:  # copying the database and its log
+            what = f"{METADATA_DB} cannot be copied to be read ({exc.strerror or exc})"
+            raise SourceUnavailableError(f"source {config.name!r}: {what}") from None
     raise AssertionError("unreachable")
 
 
-def _damaged(config: CalibreSourceConfig, db_path: Path, exc: Exception) -> SourceUnavailableError:
+def _damaged(config: CalibreSourceConfig, exc: Exception) -> SourceUnavailableError:
     reason = " ".join(str(exc).split())
     return SourceUnavailableError(
-        f"source {config.name!r}: {db_path} cannot be read as a Calibre library ({reason}); "
-        "open the library in Calibre (Library maintenance → Check library) or restore "
-        "metadata.db from a backup (what the index holds for the source is kept)"
+        f"source {config.name!r}: {METADATA_DB} cannot be read as a Calibre library "
+        f"({reason}); open the library in Calibre (Library maintenance → Check library) or "
+        "restore metadata.db from a backup (what the index holds for the source is kept)"
     )
+
+
+class _Changed(Exception):
+    """metadata.db (or its log) changed while it was read or copied."""
+
+
+def _uri(path: Path, mode: str) -> str:
+    return "file:" + quote(str(path)) + "?" + mode
+
+
+def _wal_mode(database: Path) -> bool:
+    """Whether the file header says the database is in WAL mode (bytes 18-19: 2, 2)."""
+    with open(database, "rb") as handle:
+        header = handle.read(20)
+    return len(header) == 20 and header[18] == 2 and header[19] == 2
+
+
+def _stat(path: Path) -> tuple[int, int, int] | None:
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return info.st_size, info.st_mtime_ns, info.st_ino
+
+
+@contextmanager
+def _snapshot(database: Path) -> Iterator[str]:
+    """The URI of a read of ``database`` that writes nothing beside it (module
+    docstring); raises ``_Changed`` when the library changed while it was read."""
+    if not _wal_mode(database):
+        yield _uri(database, "mode=ro")
+        return
+    wal = database.with_name(database.name + WAL_SUFFIX)
+    before = (_stat(database), _stat(wal))
+    if before[1] is None or before[1][0] == 0:  # no log: metadata.db holds everything
+        yield _uri(database, "immutable=1")
+        if (_stat(database), _stat(wal)) != before:
+            raise _Changed
+        return
+    yield _uri(_copy(database, wal, before), "mode=ro")
+
+
+# metadata.db → (the stats it was copied at, the folder holding the copy)
+_copies: dict[str, tuple[object, str]] = {}
+
+
+def _copy(database: Path, wal: Path, stats: object) -> Path:
+    """A private copy of metadata.db and its log (made again once they change)."""
+    key = str(database)
+    kept = _copies.get(key)
+    if kept is not None and kept[0] == stats and os.path.isdir(kept[1]):
+        return Path(kept[1]) / METADATA_DB
+    if kept is not None:
+        shutil.rmtree(kept[1], ignore_errors=True)
+        del _copies[key]
+    folder = tempfile.mkdtemp(prefix="ragline-calibre-")
+    try:
+        shutil.copyfile(database, os.path.join(folder, METADATA_DB))
+        shutil.copyfile(wal, os.path.join(folder, METADATA_DB + WAL_SUFFIX))
+        if (_stat(database), _stat(wal)) != stats:
+            raise _Changed
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    _copies[key] = (stats, folder)
+    return Path(folder) / METADATA_DB
+
+
+@atexit.register
+def _remove_copies() -> None:
+    for _, folder in _copies.values():
+        shutil.rmtree(folder, ignore_errors=True)
+    _copies.clear()
