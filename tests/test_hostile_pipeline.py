@@ -171,3 +171,23 @@ def test_damaged_git_objects_are_recorded_with_git_fsck_and_the_rest_indexes(
         assert issues[path]["severity"] == "error"
         assert f"object {oid} is damaged" in message and "`git fsck`" in message, message
         assert str(tmp_path) not in message and "please report" not in message
+
+
+# ---- item 3 (the pipeline's part): no server path in a stored problem ---------------
+
+
+def test_a_problem_message_keeps_no_absolute_path_and_stays_short() -> None:
+    from rag_assets.stages.parse import MESSAGE_CHARS, problem_message
+
+    crash = (
+        "unexpected parser error (FileNotFoundError: [Errno 2] No such file or directory: "
+        "'/usr/share/tesseract-ocr/5/tessdata/eng.traineddata'); please report it"
+    )
+    assert problem_message(crash) == (
+        "unexpected parser error (FileNotFoundError: [Errno 2] No such file or directory: "
+        "'…/eng.traineddata'); please report it"
+    )
+    pinned = "not a PDF (cannot open '/dev/shm/ragline-open-7-x/9/a.pdf'); see https://x.org/a/b"
+    assert problem_message(pinned) == "not a PDF (cannot open '…/a.pdf'); see https://x.org/a/b"
+    assert len(problem_message("word " * 10_000)) == MESSAGE_CHARS
+    assert problem_message("two\nlines\tof  text") == "two lines of text"

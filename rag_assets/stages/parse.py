@@ -15,6 +15,7 @@ deferred pass (``deferred_pass``), so it never holds back the other items.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -34,6 +35,10 @@ from rag_serving.index.store import IndexStore, sql_in, sql_string
 COMMIT_DOCUMENTS = 500  # parsed documents per commit...
 COMMIT_BYTES = 16 * 2**20  # ...or fewer when their text reaches this size
 LOOKUP_BATCH = 500  # content hashes per query when looking for reusable parses
+MESSAGE_CHARS = 500  # of a problem's message (a library's error text can be long)
+# An absolute path in a message (a library's install folder, a temporary file): its
+# last part is kept. Messages reach remote MCP callers through ``file_issues``.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.:/~-])~?/(?:[^\s'\"`,;()<>/]+/)+([^\s'\"`,;()<>]*)")
 _REUSED_COLUMNS = [
     "content_hash", "parser", "body", "body_start_line", "sections_json", "frontmatter_json",
     "aliases", "tags", "links_json", "created", "updated", "warnings", "parsed_title",
@@ -223,16 +228,23 @@ def _parse_one(
     try:
         document = kind.parse(path, options, file["content_hash"])
     except ItemSkipped as exc:
-        return FileProblem(path, "skipped", str(exc))
+        return FileProblem(path, "skipped", problem_message(str(exc)))
     except ItemError as exc:
-        return FileProblem(path, "error", str(exc))
+        return FileProblem(path, "error", problem_message(str(exc)))
     except OSError as exc:
         message = f"cannot read the file: {exc.strerror or exc}; check its permissions"
-        return FileProblem(path, "error", message)
+        return FileProblem(path, "error", problem_message(message))
     except Exception as exc:  # a parser bug must not fail the whole source
         message = f"unexpected parser error ({type(exc).__name__}: {exc}); please report it"
-        return FileProblem(path, "error", " ".join(message.split()))
+        return FileProblem(path, "error", problem_message(message))
     return _document_row(kind, file, _fields(document), version, now)
+
+
+def problem_message(text: str) -> str:
+    """A problem's message as stored and served: one line, capped, and each absolute
+    path cut to its last part (``…/name``): no server path reaches a remote caller."""
+    text = _ABSOLUTE_PATH.sub(lambda m: "…/" + m.group(1), " ".join(text.split()))
+    return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
 
 
 def _fields(document: ParsedDocument) -> dict[str, Any]:
