@@ -191,3 +191,29 @@ def test_a_problem_message_keeps_no_absolute_path_and_stays_short() -> None:
     assert problem_message(pinned) == "not a PDF (cannot open '…/a.pdf'); see https://x.org/a/b"
     assert len(problem_message("word " * 10_000)) == MESSAGE_CHARS
     assert problem_message("two\nlines\tof  text") == "two lines of text"
+
+
+# ---- the git kind parses its blobs and commits under its source's [limits] ------------
+
+
+def test_git_blobs_and_commit_messages_are_parsed_under_the_sources_limits(
+    tmp_path: Path,
+) -> None:
+    repo = init_repo(tmp_path / "repo")
+    nested = "<div>" * 40 + "<p>Deep inside the page.</p>" + "</div>" * 40
+    page = f"<html><head><title>Deep</title></head><body>{nested}</body></html>"
+    message = "Import the pages\n\n" + "A very long explanation of the change. " * 1_000
+    commit_files(repo, message, {"docs/page.html": page, "app.py": "x = 1\n"})
+    limits = {"max_nesting_depth": 16, "max_document_chars": 10_000}
+    source = {"name": "code", "kind": "git", "path": str(repo), "history_months": 0,
+              "limits": limits}  # fmt: skip
+    config = parse_config_file(write_config(tmp_path, [source], tmp_path / "data"))
+
+    run_source(config, "code")
+
+    documents = {d["path"]: d for d in rows(config, "documents", "code")}
+    assert "Deep inside the page." in documents["docs/page.html"]["body"]
+    assert any("deeper than 16 levels" in w for w in documents["docs/page.html"]["warnings"])
+    [commit] = [d for p, d in documents.items() if p.startswith(".git/commits/")]
+    assert len(commit["body"]) < 12_000 and commit["title"] == "Import the pages"
+    assert any("text cut to 10,000 characters" in w for w in commit["warnings"])

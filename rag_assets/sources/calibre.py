@@ -128,7 +128,7 @@ class CalibreKind(SourceKind):
             parsed = None
             what = f"no text from the {fmt.upper()} file ({exc})"
             warnings.append(f"{what}; only Calibre's metadata is indexed")
-        return book_document(book, fmt, parsed, warnings)
+        return book_document(book, fmt, parsed, warnings, options)
 
     def facets(self, key: str, metadata: dict[str, Any]) -> list[str]:
         facets = super().facets(key, metadata)
@@ -152,8 +152,9 @@ def _shown(text: str) -> str:
     return " ".join(text.split())
 
 
-def comments_text(html: str | None) -> str:
-    """Calibre's comments (HTML, or plain text from old libraries) as text."""
+def comments_text(html: str | None, max_depth: int | None = None) -> str:
+    """Calibre's comments (HTML, or plain text from old libraries) as text; elements
+    nested deeper than ``max_depth`` (the source's ``max_nesting_depth``) as text."""
     if not html or not html.strip():
         return ""
     if "<" not in html:
@@ -161,7 +162,7 @@ def comments_text(html: str | None) -> str:
     from rag_assets.formats.html import html_text
 
     try:
-        return html_text(html, boilerplate=False).text.strip()
+        return html_text(html, boilerplate=False, max_depth=max_depth).text.strip()
     except ItemSkipped:
         return ""
 
@@ -201,11 +202,16 @@ def about_text(book: Book, fmt: str, comments: str) -> str:
 
 
 def book_document(
-    book: Book, fmt: str, parsed: ParsedDocument | None, warnings: list[str]
+    book: Book,
+    fmt: str,
+    parsed: ParsedDocument | None,
+    warnings: list[str],
+    options: ParseOptions | None = None,
 ) -> ParsedDocument:
     """The book's document: the ``about`` section, then the file's sections moved
     down by the lines it takes (links too), so every anchor keeps its text."""
-    comments = comments_text(book.comments)
+    limits = (options or ParseOptions()).limits
+    comments = comments_text(book.comments, limits.max_nesting_depth)
     about = about_text(book, fmt, comments).replace("\r", "")
     about_lines = about.count("\n") + 1
     title_path = (book.title,)
