@@ -43,6 +43,7 @@ import shutil
 import sqlite3
 import stat
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -539,11 +540,13 @@ def _snapshot(database: Path) -> Iterator[str]:
         if (_stat(database), _stat(wal)) != before:
             raise _Changed
         return
-    yield _uri(_copy(database, wal, before), "mode=ro")
+    with _copies_lock:  # a copy is replaced only when no thread is reading it
+        yield _uri(_copy(database, wal, before), "mode=ro")
 
 
 # metadata.db → (the stats it was copied at, the folder holding the copy)
 _copies: dict[str, tuple[object, str]] = {}
+_copies_lock = threading.Lock()
 
 
 def _copy(database: Path, wal: Path, stats: object) -> Path:
