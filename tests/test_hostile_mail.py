@@ -400,6 +400,30 @@ def test_attachment_names_no_temp_file_can_carry_are_indexed(tmp_path: Path) -> 
     assert "attachment number 1" in bodies[0] and "attachment number 2" in bodies[1]
 
 
+def test_an_html_body_nested_200000_deep_is_read_in_linear_time(tmp_path: Path) -> None:
+    # The HTML cleaner caps depth; the mail kind parsed the body once before it (to
+    # find quoted replies), and that parse alone is depth × tags.
+    source = tmp_path / "mail"
+    source.mkdir()
+    depth = 200_000
+    html = (
+        b"<p>hello deep</p>"
+        + b"<blockquote><div>" * depth
+        + b"bottom"
+        + b"</div></blockquote>" * depth
+    )
+    (source / "deep.eml").write_bytes(
+        message(headers=b"MIME-Version: 1.0\nContent-Type: text/html\n", body=html)
+    )
+    kind = kind_for(source, tmp_path / "state")
+    [item] = list(kind.list_items())
+    started = time.perf_counter()
+    document = kind.parse(item.key, ParseOptions())
+    assert elapsed(started) < 20
+    assert "hello deep" in document.body and "bottom" in document.body
+    assert any("max_nesting_depth" in w for w in document.warnings)
+
+
 # ---- the whole pipeline ----------------------------------------------------------------------
 
 

@@ -216,7 +216,7 @@ _MARKUP = re.compile(
 _SCAN_MIN_TAGS = 16_384
 
 
-def _cap_depth(html: str, max_depth: int) -> tuple[str, int]:
+def cap_depth(html: str, max_depth: int) -> tuple[str, int]:
     """``html`` with the tags of elements nested deeper than ``max_depth`` removed
     (their text kept); returns (html, tags removed).
 
@@ -494,7 +494,7 @@ def html_text(html: str, boilerplate: bool = True, *, max_depth: int | None = No
     from selectolax.lexbor import LexborHTMLParser
 
     limit = DEFAULT_LIMITS.max_nesting_depth if max_depth is None else max(1, max_depth)
-    html, removed = _cap_depth(_strip_internal_subset(html), limit)
+    html, removed = cap_depth(_strip_internal_subset(html), limit)
     tree = LexborHTMLParser(html)
     result = HtmlText(metadata=_meta(tree))
     title_node = tree.css_first("head > title") or tree.css_first("title")

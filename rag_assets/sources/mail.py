@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_assets.formats import router
-from rag_assets.formats.html import html_text
+from rag_assets.formats.html import cap_depth, html_text
 from rag_assets.formats.model import (
     BodyBuilder,
     ItemError,
@@ -46,6 +46,7 @@ from rag_assets.formats.text import cap_text
 from rag_assets.sources.base import ItemStat, SourceKind
 from rag_serving.config import MailSourceConfig
 from rag_serving.errors import SourceUnavailableError
+from rag_serving.limits import DEFAULT_LIMITS
 from rag_serving.mailstore.listing import (
     MAILDIR_PARTS,
     MailboxChanged,
@@ -276,18 +277,32 @@ def _fold(text: str) -> str:
     return " ".join(text.split()).lower()
 
 
-def message_text(record: MailMessage) -> str:
+def message_text(
+    record: MailMessage, max_depth: int | None = None, warnings: list[str] | None = None
+) -> str:
     """The body as text: text/plain, else the HTML part cleaned to text, its quoted
     replies (``<blockquote>``, Gmail's ``gmail_quote``) turned into ``> `` lines so
-    they are told apart like a plain-text message's."""
+    they are told apart like a plain-text message's. HTML nested deeper than
+    ``max_depth`` is read as plain text (a warning goes to ``warnings``)."""
     if record.text.strip():
         return record.text
-    if record.html:
-        return html_text(_html_quotes_as_lines(record.html), boilerplate=False).text
-    return ""
+    if not record.html:
+        return ""
+    limit = DEFAULT_LIMITS.max_nesting_depth if max_depth is None else max_depth
+    # Capped before the quotes are found: a parser's tree building is depth × tags.
+    html, removed = cap_depth(record.html, limit)
+    extracted = html_text(_html_quotes_as_lines(html, limit), boilerplate=False, max_depth=limit)
+    if warnings is not None:
+        warnings.extend(extracted.warnings)
+        if removed and not extracted.warnings:
+            warnings.append(
+                f"elements nested deeper than {limit:,} levels read as plain text "
+                "([limits] max_nesting_depth)"
+            )
+    return extracted.text
 
 
-def _html_quotes_as_lines(html: str) -> str:
+def _html_quotes_as_lines(html: str, max_depth: int) -> str:
     """``html`` with each outermost quote replaced by its text, every line prefixed
     with ``> ``."""
     from selectolax.lexbor import LexborHTMLParser
@@ -295,7 +310,9 @@ def _html_quotes_as_lines(html: str) -> str:
     tree = LexborHTMLParser(html)
     outermost = [node for node in tree.css(_HTML_QUOTES) if not _inside_quote(node)]
     for node in outermost:
-        quoted = html_text(f"<html><body>{node.html}</body></html>", boilerplate=False).text
+        quoted = html_text(
+            f"<html><body>{node.html}</body></html>", boilerplate=False, max_depth=max_depth
+        ).text
         lines = "<br>".join("&gt; " + escape(line) for line in quoted.strip().split("\n"))
         replacement = LexborHTMLParser(f"<p>{lines}</p>").body
         if replacement is not None and replacement.child is not None:
@@ -338,7 +355,9 @@ def message_document(
         header.append(f"Date: {record.date.isoformat(timespec='minutes')}")
     header.append(f"Folder: {entry.folder}")
     builder.add("header", "Header", "\n".join(header), context)
-    text = cap_text(message_text(record), options, warnings)
+    text = cap_text(
+        message_text(record, options.limits.max_nesting_depth, warnings), options, warnings
+    )
     if not text.strip() and record.encrypted:
         warnings.append("an encrypted message: only its headers are indexed")
     counts = {"text": 0, QUOTE: 0}
