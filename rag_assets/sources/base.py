@@ -210,4 +210,5 @@ class SourceKind(ABC):
             count_tokens,
             target,
             maximum,
+            max_heading_chars=self.config.limits.max_heading_chars,
         )
