@@ -212,7 +212,12 @@ def baseline(folder: Path, memory_limit_gib: float) -> tuple[dict[str, Any], Pat
     return run_child(write_config(folder / "second", source, models), memory_limit_gib), models
 
 
-def judge(case: HostileCase, result: dict[str, Any]) -> tuple[bool, str]:
+TWIN_FACTOR = 1.25
+
+
+def judge(
+    case: HostileCase, result: dict[str, Any], twin: dict[str, Any] | None = None
+) -> tuple[bool, str]:
     """Whether the case holds, and the problem recorded for its hostile item."""
     words = case.expect.lower()
     problems = result.get("problems", [])
@@ -226,32 +231,42 @@ def judge(case: HostileCase, result: dict[str, Any]) -> tuple[bool, str]:
         and (recorded is not None or not words)
         and result.get("documents", 0) >= case.good_items
         and (result.get("peak_mb") or 1e9) <= PEAK_LIMIT_MB
-        and (result.get("wall_s") or 1e9) <= WALL_LIMIT_S
+        and (result.get("wall_s") or 1e9) <= wall_limit(twin)
     )
     return held, shown
+
+
+def wall_limit(twin: dict[str, Any] | None) -> float:
+    """60 s, or for a content-bound case 1.25 × its twin's time when that is more."""
+    if twin is None or not twin.get("wall_s"):
+        return WALL_LIMIT_S
+    return max(WALL_LIMIT_S, TWIN_FACTOR * twin["wall_s"])
 
 
 def markdown(rows: list[dict[str, Any]], base: dict[str, Any]) -> str:
     lines = [
         f"Baseline (a two-note Markdown source, same child process): peak "
         f"{base.get('peak_mb', 0):.0f} MB, {base.get('wall_s', 0):.1f} s. Limits: peak ≤ "
-        f"{PEAK_LIMIT_MB} MB and ≤ {WALL_LIMIT_S:.0f} s per input, the source never failing.",
+        f"{PEAK_LIMIT_MB} MB and ≤ {WALL_LIMIT_S:.0f} s per input (for big content, ≤ "
+        f"{TWIN_FACTOR} × the same input without its hostile feature: its twin), the source "
+        "never failing.",
         "",
-        "| item | input | peak MB | × base | wall s | × base | docs | recorded | holds |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| item | input | peak MB | × base | wall s | × base | twin s | docs | recorded | holds |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
-        result = row["result"]
+        result, twin = row["result"], row.get("twin")
         peak, wall = result.get("peak_mb"), result.get("wall_s")
         recorded = (
             row["recorded"] if result.get("success") else f"run failed: {result.get('error')}"
         )
         recorded = recorded.replace("|", "\\|")
         recorded = recorded if len(recorded) <= 140 else recorded[:139] + "…"
+        twin_s = f"{twin['wall_s']:.1f}" if twin and twin.get("wall_s") else "–"
         lines.append(
             f"| {row['item']} | {row['name']} | {peak or 0:.0f} | "
             f"{(peak or 0) / max(base.get('peak_mb') or 1, 1):.2f} | {wall or 0:.1f} | "
-            f"{(wall or 0) / max(base.get('wall_s') or 1, 0.1):.2f} | "
+            f"{(wall or 0) / max(base.get('wall_s') or 1, 0.1):.2f} | {twin_s} | "
             f"{result.get('documents', '–')} | {recorded} | {'yes' if row['held'] else '**no**'} |"
         )
     held = sum(row["held"] for row in rows)
@@ -281,7 +296,15 @@ def main() -> None:
             (folder / "input").mkdir(parents=True)
             source = case.build(folder / "input", server)
             result = run_child(write_config(folder, source, models), args.memory_limit_gib)
-            held, recorded = judge(case, result)
+            twin = None
+            if case.twin is not None:
+                (folder / "twin" / "input").mkdir(parents=True)
+                twin_source = case.twin(folder / "twin" / "input", server)
+                twin = run_child(
+                    write_config(folder / "twin", twin_source, models), args.memory_limit_gib
+                )
+                twin.pop("problems", None)
+            held, recorded = judge(case, result, twin)
             rows.append(
                 {
                     "name": case.name,
@@ -289,6 +312,7 @@ def main() -> None:
                     "result": result,
                     "held": held,
                     "recorded": recorded,
+                    "twin": twin,
                 }
             )
             print(

@@ -83,6 +83,18 @@ def no_message_id(folder: Path, http: HttpFixture) -> dict[str, Any]:
     return mail_source(mail)
 
 
+def distinct_message_ids(folder: Path, http: HttpFixture) -> dict[str, Any]:
+    """The twin of the two cases above: the same 20,000 messages, each with an id of
+    its own (what they cost as mail, not as a collision)."""
+    mail = folder / "mail"
+    loops = [
+        message(b"Out of office", b"<loop-%d@example.org>" % n, body=b"I am away until Monday.\n")
+        for n in range(20_000)
+    ]
+    write_mbox(mail / "inbox.mbox", [*GOOD, *loops])
+    return mail_source(mail)
+
+
 def folded_subject(size: int) -> bytes:
     return b"start" + b"\n word word word" * (size // 16)
 
@@ -221,9 +233,9 @@ def gigabyte_line(folder: Path, http: HttpFixture) -> dict[str, Any]:
 
 CASES = [
     HostileCase("mbox of 20,000 messages sharing one Message-ID", 8, same_message_id, "",
-                good_items=20_002),
+                good_items=20_002, twin=distinct_message_ids),
     HostileCase("mbox of 20,000 messages without a Message-ID", 8, no_message_id, "",
-                good_items=20_002),
+                good_items=20_002, twin=distinct_message_ids),
     HostileCase("40 MB folded Subject in an mbox", 8, huge_subject_mbox, "max_header_bytes",
                 good_items=2),
     HostileCase("40 MB folded Subject in a Maildir message, an .eml and an .emlx", 8,

@@ -104,6 +104,19 @@ def huge_heading(folder: Path, http: HttpFixture) -> dict[str, Any]:
     return {"kind": "markdown", "path": str(notes)}
 
 
+def long_line(folder: Path, http: HttpFixture) -> dict[str, Any]:
+    """The twin of ``huge_heading``: the same 5 MB line without ``# ``."""
+    notes = folder / "notes"
+    notes.mkdir()
+    words = " ".join(f"glacier{i}" for i in range(HEADING_BYTES // 12))
+    (notes / "huge.md").write_text(words[: HEADING_BYTES - 3] + "\n", encoding="utf-8")
+    (notes / "good.md").write_text(
+        "# Sourdough\n\nA sourdough starter needs flour, water and a warm kitchen.\n",
+        encoding="utf-8",
+    )
+    return {"kind": "markdown", "path": str(notes)}
+
+
 # ---- item 14: Calibre in WAL mode -------------------------------------------------------
 
 
@@ -174,7 +187,14 @@ CASES = [
         "vendored code (under node_modules/)",
         good_items=2,
     ),
-    HostileCase("5 MB one-line note starting with '# '", 10, huge_heading, "", good_items=2),
+    HostileCase(
+        "5 MB one-line note starting with '# '",
+        10,
+        huge_heading,
+        "",
+        good_items=2,
+        twin=long_line,
+    ),
     HostileCase("Calibre library in WAL mode (closed)", 14, calibre_wal, "", good_items=2),
     HostileCase(
         "Calibre library in WAL mode, an edit only in its log", 14, calibre_wal_live, "", 2
