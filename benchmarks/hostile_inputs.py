@@ -30,13 +30,10 @@ import json
 import os
 import resource
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -44,70 +41,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.hostile import HostileCase  # noqa: E402
+from tests.feed_server import FeedServer  # noqa: E402
 
 AREAS = ("documents", "mail", "feeds", "pipeline")
 PEAK_LIMIT_MB = 1024
 WALL_LIMIT_S = 60.0
 CHILD_TIMEOUT_S = 600
-
-
-class HttpServer:
-    """A raw HTTP server on 127.0.0.1: a body with headers per path, or a whole
-    response as sent (a lying Content-Length, stacked encodings)."""
-
-    def __init__(self) -> None:
-        self.routes: dict[str, tuple[int, dict[str, str], bytes, bytes | None]] = {}
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                status, headers, body, raw = server.routes.get(
-                    self.path, (404, {}, b"not found", None)
-                )
-                if raw is not None:
-                    self.wfile.write(raw)
-                    self.close_connection = True
-                    return
-                self.send_response(status)
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                if "Content-Length" not in headers:
-                    self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        self.port = port
-
-        class Server(ThreadingHTTPServer):
-            def handle_error(self, request: Any, client_address: Any) -> None:
-                pass  # a client hanging up on a bomb is expected
-
-        self._server = Server(("127.0.0.1", port), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def route(
-        self,
-        path: str,
-        body: bytes,
-        headers: dict[str, str] | None = None,
-        status: int = 200,
-        raw: bytes | None = None,
-    ) -> str:
-        self.routes[path] = (status, dict(headers or {}), body, raw)
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
 
 def load_cases() -> list[HostileCase]:
@@ -285,7 +224,7 @@ def main() -> None:
         child(args.child)
         return
     cases = [c for c in load_cases() if not args.only or args.only.lower() in c.name.lower()]
-    server = HttpServer()
+    server = FeedServer().__enter__()  # serves the feeds' bombs, raw answers too
     work = Path(tempfile.mkdtemp(prefix="ragline-hostile-"))
     try:
         base, models = baseline(work / "baseline", args.memory_limit_gib)
@@ -322,7 +261,7 @@ def main() -> None:
             )
             shutil.rmtree(folder, ignore_errors=True)
     finally:
-        server.close()
+        server.__exit__()
         shutil.rmtree(work, ignore_errors=True)
     if not args.no_save and not args.only:
         from benchmarks.report import save
