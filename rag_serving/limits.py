@@ -39,6 +39,15 @@ class Limits(BaseModel):
     max_header_bytes: int = Field(default=256 * 1024, ge=4096)
     # Characters of one heading kept as its anchor (the rest is body text).
     max_heading_chars: int = Field(default=300, ge=20)
+    # Frames of one image file read (a TIFF of thousands of pages; the rest counted).
+    max_image_frames: int = Field(default=500, ge=1)
+    # Members of one zip-based file (zipfile builds an object per member).
+    max_zip_members: int = Field(default=10_000, ge=100)
+    # Bytes of one markup part a library parses whole into a tree (DOCX/PPTX XML, an
+    # EPUB chapter, XLSX shared strings; worksheets are streamed).
+    max_markup_part_bytes: int = Field(default=64 * MB, ge=MB)
+    # Lines of one message read (the parser keeps an object per line).
+    max_message_lines: int = Field(default=2_000_000, ge=10_000)
     # Rows and columns of one spreadsheet sheet indexed (the rest counted).
     max_sheet_rows: int = Field(default=2_000, ge=1)
     max_sheet_columns: int = Field(default=256, ge=1)

@@ -182,13 +182,17 @@ def test_tiff_frame_over_the_cap_is_left_out_and_the_rest_read(tmp_path: Path) -
 def test_tiff_with_many_frames_reads_the_first_ones(tmp_path: Path) -> None:
     from PIL import Image
 
-    from rag_assets.formats.image import MAX_IMAGE_FRAMES
-
+    frames = 8
     frame = Image.new("L", (64, 64), 255)
-    tiff = _frames_tiff(tmp_path / "fax.tiff", [frame] * (MAX_IMAGE_FRAMES + 40))
-    doc = parse(tiff, ParseOptions(allow_deferred_work=False))
-    assert doc.deferred == (f"OCR of {MAX_IMAGE_FRAMES} pages (1-{MAX_IMAGE_FRAMES})",)
-    assert any(f"{MAX_IMAGE_FRAMES + 40:,} frames" in w for w in doc.warnings), doc.warnings
+    tiff = _frames_tiff(tmp_path / "fax.tiff", [frame] * (frames + 40))
+    limits = Limits(max_image_frames=frames)
+    doc = parse(tiff, options_for(limits, allow_deferred_work=False))
+    assert doc.deferred == (f"OCR of {frames} pages (1-{frames})",)
+    assert any(f"{frames + 40:,} frames" in w and "max_image_frames" in w for w in doc.warnings), (
+        doc.warnings
+    )
+    default = parse(tiff, ParseOptions(allow_deferred_work=False))
+    assert default.deferred == (f"OCR of {frames + 40} pages (1-{frames + 40})",)
 
 
 def _scanned_page_pdf(path: Path, inches: float, scan_pixels: int, text: str = "") -> Path:
@@ -374,13 +378,12 @@ def test_lying_docx_member_is_refused_before_anything_inflates_it(tmp_path: Path
 def test_zip_markup_part_too_large_to_parse_whole_is_skipped(tmp_path: Path) -> None:
     # 70 MB of varied markup packs ~85:1, under the ratio; python-docx would hold it
     # and its tree (5-8 times that) at once.
-    from rag_assets.formats.archive import MAX_PART_BYTES
-
+    part_cap = 2 * MB
     good = make_docx(tmp_path / "good.docx")
     with zipfile.ZipFile(good) as package:
         data = package.read("word/document.xml")
     block = random.Random(26).randbytes(1024).hex().encode()  # 2 KB, repeated
-    pad = MAX_PART_BYTES + 6 * MB
+    pad = part_cap + MB
     big = rewrite_zip(
         good,
         tmp_path / "big.docx",
@@ -388,23 +391,26 @@ def test_zip_markup_part_too_large_to_parse_whole_is_skipped(tmp_path: Path) -> 
     )
     assert big.stat().st_size < pad / 20
     with pytest.raises(ItemSkipped) as info:
-        parse(big)
+        parse(big, options_for(Limits(max_markup_part_bytes=part_cap)))
     assert "word/document.xml" in reason_of(info.value) and "parsed whole" in str(info.value)
+    assert "max_markup_part_bytes" in str(info.value)
+    assert parse(big).body.strip()  # within the default cap
 
 
 def test_zip_with_too_many_members_is_skipped(tmp_path: Path) -> None:
-    from rag_assets.formats.archive import MAX_ZIP_MEMBERS
-
+    members = 200
     good = make_docx(tmp_path / "good.docx")
     with zipfile.ZipFile(good) as package:
-        count = len(package.infolist()) + MAX_ZIP_MEMBERS
+        count = len(package.infolist()) + members
     extra: dict[str, bytes | Callable[..., None]] = {
-        f"extra/part{i}.xml": b"<a/>" for i in range(MAX_ZIP_MEMBERS)
+        f"extra/part{i}.xml": b"<a/>" for i in range(members)
     }
     crowded = rewrite_zip(good, tmp_path / "crowded.docx", extra)
     with pytest.raises(ItemSkipped) as info:
-        parse(crowded)
+        parse(crowded, options_for(Limits(max_zip_members=members)))
     assert f"with {count:,} members" in reason_of(info.value)
+    assert "max_zip_members" in str(info.value)
+    assert parse(crowded).body  # within the default cap
 
 
 def test_zip_member_packed_with_bzip2_is_refused(tmp_path: Path) -> None:

@@ -204,8 +204,13 @@ def test_a_message_of_millions_of_short_lines_is_read_up_to_a_line_cap() -> None
     finally:
         tracemalloc.stop()
     assert record.text.startswith("the text")
-    assert any("lines" in w for w in record.warnings), record.warnings
+    assert any("max_message_lines" in w for w in record.warnings), record.warnings
     assert peak < 220 * 2**20
+    # The cap is the source's: a lower one stops sooner.
+    record, _ = read_message(
+        message(body=b"the text\n" + b"x\n" * 20_000), Limits(max_message_lines=10_000)
+    )
+    assert any("max_message_lines (10,000)" in w for w in record.warnings), record.warnings
 
 
 # ---- item 8: the header block, capped before parsing ---------------------------------------

@@ -7,12 +7,12 @@ any of them looks at it. ``check_archive`` runs first, with the standard library
 ``zipfile`` and the source's ``[limits]``:
 
 - the member count, read from the end-of-central-directory record before
-  ``zipfile`` builds an object per member (``MAX_ZIP_MEMBERS``);
+  ``zipfile`` builds an object per member (``max_zip_members``);
 - only stored and deflated members (what OOXML and EPUB allow): ``zipfile`` inflates
   bzip2 and LZMA members without an output bound;
 - the declared sizes together (``max_unpacked_bytes``) and, for members over 1 MB,
   the declared size against the packed size (``max_unpack_ratio``); one markup part
-  that a library parses whole into a tree at most ``MAX_PART_BYTES``;
+  that a library parses whole into a tree at most ``max_markup_part_bytes``;
 - every deflated member inflated once, a chunk at a time, to its end: ``zipfile``
   never returns more than the declared size and fails the CRC of a member whose
   data inflates to more (a header that lies), but its whole-member ``read()`` inflates
@@ -31,17 +31,15 @@ from typing import BinaryIO
 from rag_assets.formats.model import ItemError, ItemSkipped
 from rag_serving.limits import Limits
 
-__all__ = ["MAX_PART_BYTES", "MAX_ZIP_MEMBERS", "ZIP_ERRORS", "check_archive", "size_text"]
+__all__ = ["ZIP_ERRORS", "check_archive", "size_text"]
 
 # Members of one package: a big EPUB or workbook has a few thousand; each costs
 # zipfile an object before anything is read.
-MAX_ZIP_MEMBERS = 10_000
 # Members at most this large are not held to the ratio (a small XML part packs well).
 RATIO_MIN_BYTES = 1 << 20
 # Bytes of one markup part a library parses whole into a tree (a DOCX's document.xml,
 # a slide, an EPUB chapter): lxml and lexbor take 5-8 times that in memory. A
 # 1,000-page report's document.xml is ~20 MB. XLSX worksheets are streamed, not held.
-MAX_PART_BYTES = 64 << 20
 _MARKUP_SUFFIXES = (".xml", ".rels", ".xhtml", ".html", ".htm", ".opf", ".ncx", ".svg")
 _STREAMED_PREFIXES = ("xl/worksheets/",)
 _CHUNK = 1 << 16
@@ -96,23 +94,16 @@ def check_archive(full_path: Path, limits: Limits, kind: str) -> None:
     report in its own words.
     """
     declared = _declared_members(full_path)
-    if declared is not None and declared > MAX_ZIP_MEMBERS:
-        raise ItemSkipped(
-            f"{kind} package with {declared:,} members (more than {MAX_ZIP_MEMBERS:,}); "
-            "not opened: a document this fragmented is most likely hostile"
-        )
+    if declared is not None and declared > limits.max_zip_members:
+        raise ItemSkipped(_too_many_members(kind, declared, limits))
     try:
         package = zipfile.ZipFile(full_path)
     except (OSError, *ZIP_ERRORS):
         return  # not a ZIP: the parser says so
     with package:
         members = package.infolist()
-        if len(members) > MAX_ZIP_MEMBERS:
-            raise ItemSkipped(
-                f"{kind} package with {len(members):,} members (more than "
-                f"{MAX_ZIP_MEMBERS:,}); not opened: a document this fragmented is most "
-                "likely hostile"
-            )
+        if len(members) > limits.max_zip_members:
+            raise ItemSkipped(_too_many_members(kind, len(members), limits))
         _check_declared(members, limits, kind)
         try:
             raw = full_path.open("rb")
@@ -122,6 +113,14 @@ def check_archive(full_path: Path, limits: Limits, kind: str) -> None:
             for member in members:
                 if member.compress_type == zipfile.ZIP_DEFLATED:
                     _inflate_to_end(raw, member, kind)
+
+
+def _too_many_members(kind: str, count: int, limits: Limits) -> str:
+    return (
+        f"{kind} package with {count:,} members, more than [limits] max_zip_members "
+        f"({limits.max_zip_members:,}); not opened: a document this fragmented is most "
+        "likely hostile (raise the limit if it is genuine)"
+    )
 
 
 def _check_declared(members: list[zipfile.ZipInfo], limits: Limits, kind: str) -> None:
@@ -156,14 +155,15 @@ def _check_declared(members: list[zipfile.ZipInfo], limits: Limits, kind: str) -
     for member in members:
         name = member.filename.lower()
         if (
-            member.file_size > MAX_PART_BYTES
+            member.file_size > limits.max_markup_part_bytes
             and name.endswith(_MARKUP_SUFFIXES)
             and not name.startswith(_STREAMED_PREFIXES)
         ):
             raise ItemSkipped(
                 f"{kind} member {_name(member)} unpacks to {size_text(member.file_size)} of "
-                f"markup, more than the {size_text(MAX_PART_BYTES)} one part may take "
-                "(it is parsed whole); split the document to index it"
+                f"markup, more than [limits] max_markup_part_bytes "
+                f"({size_text(limits.max_markup_part_bytes)}; a part is parsed whole): split "
+                "the document or raise the limit to index it"
             )
 
 

@@ -10,7 +10,7 @@ Decoding a frame costs its pixels whatever the file size (a 109 kB PNG can decla
 30,000 × 30,000): each frame's size is read from its header (MuPDF loads a page's
 image information without decoding it) and a frame over ``[limits]
 max_image_pixels`` is left out, in the first pass already. At most
-``MAX_IMAGE_FRAMES`` frames of one file are read.
+``[limits] max_image_frames`` frames of one file are read.
 """
 
 from __future__ import annotations
@@ -41,10 +41,7 @@ from rag_assets.formats.ocr import (
 from rag_assets.formats.pdf import MAX_PROFILE_BYTES, OCR_MIN_CHARS, pymupdf_module, text_blocks
 from rag_assets.formats.text import markdown_safe, require_content, short_error
 
-__all__ = ["MAX_IMAGE_FRAMES", "parse_image"]
-
-# Frames of one image file read (a multi-page TIFF); each may cost seconds of OCR.
-MAX_IMAGE_FRAMES = 500
+__all__ = ["parse_image"]
 
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -144,13 +141,14 @@ def parse_image(full_path: Path, rel_path: str, options: ParseOptions) -> Parsed
     try:
         frames = doc.page_count
         frame_note = ""
-        if frames > MAX_IMAGE_FRAMES:
+        most = options.limits.max_image_frames
+        if frames > most:
             frame_note = (
-                f"only the first {MAX_IMAGE_FRAMES:,} of {frames:,} frames are read; "
-                "split the file to index the rest"
+                f"only the first {most:,} of {frames:,} frames are read; split the file or "
+                "raise [limits] max_image_frames to index the rest"
             )
             warnings.append(frame_note)
-        pages = _within_cap(doc, min(frames, MAX_IMAGE_FRAMES), options, warnings)
+        pages = _within_cap(doc, min(frames, most), options, warnings)
         reason = ocr_available(options.ocr_languages)
         if reason:
             raise ItemSkipped(f"image without text layer; {reason}")

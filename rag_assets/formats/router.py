@@ -65,7 +65,7 @@ PARSER_VERSIONS: dict[str, str] = {
     "rst": "rst/1",
     "png": "png/2",  # 2: pixel cap from the header, OCR through MuPDF's OCR device
     "jpg": "jpg/2",
-    "tiff": "tiff/2",  # 2: also at most MAX_IMAGE_FRAMES frames
+    "tiff": "tiff/2",  # 2: also at most [limits] max_image_frames frames
 }
 
 # names people use for a type -> the type (for `--type`); search validates them too

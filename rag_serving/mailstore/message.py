@@ -65,10 +65,6 @@ _BARE_ADDRESS = re.compile(r"[^\s<>,;:()\"]+@[^\s<>,;:()\"]+")
 # policy.default's parser: it is quadratic in a value's length (250 kB of encoded
 # words: 7 s). Inside parts (which only the email package reads) it is cut to this.
 PARSED_HEADER_CHARS = 16_384
-# Lines of one message the parser reads: each is a Python string while it parses
-# (~90 bytes), 50 MB of empty lines took over 4 GB. A 50 MB base64 attachment is
-# 700,000 lines.
-MAX_MESSAGE_LINES = 2_000_000
 # Lines read × boundaries of the multiparts around them: the parser tests every line
 # against every enclosing boundary (200 levels × 400,000 lines: 8 s). ~1 s here.
 MAX_BOUNDARY_TESTS = 10_000_000
@@ -234,8 +230,9 @@ def _parse(data: bytes, limits: Limits) -> tuple[EmailMessage, str | None, str |
         count = chunk.count(b"\n") + chunk.count(b"\r") - chunk.count(b"\r\n")
         lines += count
         tests += count * len(matchers)
-        if lines > MAX_MESSAGE_LINES:
-            stopped = ("lines", f"the message has more than {MAX_MESSAGE_LINES:,} lines")
+        if lines > limits.max_message_lines:
+            what = f"more than max_message_lines ({limits.max_message_lines:,}) lines"
+            stopped = ("max_message_lines", f"the message has {what}")
         elif tests > MAX_BOUNDARY_TESTS:
             what = f"{len(matchers)} multipart parts around {lines:,} lines (too costly to read)"
             stopped = ("lines", f"the message nests {what}")
