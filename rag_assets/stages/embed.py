@@ -112,6 +112,9 @@ def embed_source(
     known_hashes = {digest for (digest,) in _columns(store, table, lookup, ["embed_hash"])}
     stale_set = set(stale)
     counts = {"embedded": 0, "reused": 0}
+    # Vectors of texts several chunks share, kept for the whole stage: read back from
+    # the table instead, one text 20,000 messages share came back 20,000 times a batch.
+    repeated_vectors: dict[str, np.ndarray] = {}
     done = 0
     for batch_docs in _document_batches(plan.to_write, batch_size):
         wanted_ids = {cid for doc_id in batch_docs for cid in plan.to_write[doc_id]}
@@ -121,7 +124,8 @@ def embed_source(
         written: set[str] = set()  # the embed hashes this commit writes
         batches = _served_batches(
             store, table, embedder, scope, batch_docs, wanted_ids, docs, schema,
-            _Vectors(known_hashes, plan.repeated, written, counts), batch_size,
+            _Vectors(known_hashes, plan.repeated, written, counts, repeated_vectors),
+            batch_size,
         )  # fmt: skip
         store.apply_changes(
             table,
@@ -212,12 +216,19 @@ def _document_batches(to_write: dict[str, list[str]], batch_size: int) -> Iterat
         yield batch
 
 
-def _read_chunks(
-    store: IndexStore, table: str, where: str | None, columns: list[str]
-) -> list[dict[str, Any]]:
-    if not store.table_exists(table):
-        return []
-    return store.read(table, where=where, columns=columns).to_pylist()
+def _stored_vectors(store: IndexStore, table: str, hashes: list[str]) -> dict[str, np.ndarray]:
+    """One stored vector per embed hash of ``hashes`` (many rows may share one: read
+    as Arrow, never as a Python list per row)."""
+    data = store.read(table, where=sql_in("embed_hash", hashes), columns=["embed_hash", "vector"])
+    first: dict[str, int] = {}
+    for index, digest in enumerate(data.column("embed_hash").to_pylist()):
+        first.setdefault(digest, index)
+    if not first:
+        return {}
+    picked = data.column("vector").take(list(first.values())).combine_chunks()
+    vectors = picked.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
+    matrix = vectors.reshape(len(first), -1)
+    return {digest: matrix[row] for row, digest in enumerate(first)}
 
 
 def _columns(
@@ -276,7 +287,7 @@ class _Vectors:
     repeated: set[str]  # embed hashes that more chunks to write have (``_Plan``)
     written: set[str]  # embed hashes this commit writes
     counts: dict[str, int]  # "embedded", "reused"
-    # Vectors of this commit that a later batch of it may need (repeated texts only).
+    # Vectors a later batch may need (repeated texts only: ``_Plan.repeated``).
     pending: dict[str, np.ndarray] = field(default_factory=dict)
 
 
@@ -340,8 +351,9 @@ def _vectors_for(
     known = {h: state.pending[h] for h in wanted if h in state.pending}
     hashes = list((wanted & state.committed) - known.keys())
     if hashes:
-        for r in _read_chunks(store, table, sql_in("embed_hash", hashes), ["embed_hash", "vector"]):
-            known.setdefault(r["embed_hash"], np.asarray(r["vector"], dtype=np.float32))
+        known.update(_stored_vectors(store, table, hashes))
+        for digest in state.repeated.intersection(hashes).intersection(known):
+            state.pending[digest] = known[digest]
     missing: dict[str, str] = {}
     for r in rows:
         if r["embed_hash"] not in known:
