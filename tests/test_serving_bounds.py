@@ -56,6 +56,8 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> RaglineConfig:
         "# Long\n\n" + "lorem ipsum " * (LONG_LINE_CHARS // 12) + "\n"
     )
     (notes / "Fine.md").write_text("# Fine\n\nA note about glaciers.\n")
+    title = " ".join(f"word{n}" for n in range(8_000))  # ~60 kB, under the frontmatter cap
+    (notes / "Long title.md").write_text(f"---\ntitle: {title}\n---\n\nA note about moraines.\n")
     links = "".join(f"- [[Fine]] number {n}\n" for n in range(HUB_LINKS))
     (notes / "Hub.md").write_text("# Hub\n\n" + links)
     for number in range(BROKEN_NOTES):
@@ -182,3 +184,12 @@ def test_neighbors_lists_are_capped_and_say_how_many_more(index: RaglineConfig) 
     assert len(hub.links) == 200 and hub.omitted == {"links": HUB_LINKS - 200}
     fine = service.neighbors(LOCAL, source="notes", path="Fine.md")
     assert len(fine.backlinks) == 200 and fine.omitted == {"backlinks": HUB_LINKS - 200}
+
+
+def test_a_huge_title_is_cut_in_every_hit_and_answer(index: RaglineConfig) -> None:
+    hits = SearchEngine(index).search("moraines", filters=SearchFilters(sources=("notes",))).hits
+    [hit] = [h for h in hits if h.path == "Long title.md"]
+    assert hit.title.startswith("word0 word1") and hit.title.endswith("…")
+    assert len(hit.title) <= 300
+    opened = RaglineService(index).open(LOCAL, source="notes", path="Long title.md")
+    assert opened.title == hit.title

@@ -281,7 +281,9 @@ def _document_row(
         "source": kind.config.name,
         "kind": kind.name,
         "path": key,
-        "title": fields["parsed_title"] or _title_from_key(key),
+        "title": short_title(
+            fields["parsed_title"] or _title_from_key(key), kind.config.limits.max_heading_chars
+        ),
         # An item that is not a file (a commit) is dated by what it says.
         "modified": (
             datetime.fromtimestamp(mtime / 1e9, UTC) if mtime is not None else fields["updated"]
@@ -292,6 +294,19 @@ def _document_row(
         "facets": kind.facets(key, json.loads(fields["frontmatter_json"] or "{}")),
         "parser": version,
     }
+
+
+def short_title(title: str, limit: int) -> str:
+    """``title`` on one line, cut at a word within ``limit`` characters (a title is in
+    every hit: a 200 kB mail subject or frontmatter title must not be)."""
+    line = (
+        " ".join(title.split()) if len(title) <= 4 * limit else " ".join(title[: 4 * limit].split())
+    )
+    if len(line) <= limit:
+        return line
+    cut = line[: limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip() + "…"
 
 
 def _title_from_key(key: str) -> str:
