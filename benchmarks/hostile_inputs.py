@@ -20,6 +20,9 @@ same child indexing a two-note Markdown source (imports, model load, one run): t
 ratios say what the bomb costs above an ordinary small run.
 
     python benchmarks/hostile_inputs.py [--only NAME-SUBSTRING] [--no-save]
+
+``--only`` measures the matching cases again and saves them into the rows of the
+last whole run (benchmarks/results/hostile_inputs.json).
 """
 
 from __future__ import annotations
@@ -182,8 +185,9 @@ def wall_limit(twin: dict[str, Any] | None) -> float:
     return max(WALL_LIMIT_S, TWIN_FACTOR * twin["wall_s"])
 
 
-def markdown(rows: list[dict[str, Any]], base: dict[str, Any]) -> str:
+def markdown(rows: list[dict[str, Any]], base: dict[str, Any], note: str = "") -> str:
     lines = [
+        *([note, ""] if note else []),
         f"Baseline (a two-note Markdown source, same child process): peak "
         f"{base.get('peak_mb', 0):.0f} MB, {base.get('wall_s', 0):.1f} s. Limits: peak ≤ "
         f"{PEAK_LIMIT_MB} MB and ≤ {WALL_LIMIT_S:.0f} s per input (for big content, ≤ "
@@ -201,7 +205,12 @@ def markdown(rows: list[dict[str, Any]], base: dict[str, Any]) -> str:
         )
         recorded = recorded.replace("|", "\\|")
         recorded = recorded if len(recorded) <= 140 else recorded[:139] + "…"
-        twin_s = f"{twin['wall_s']:.1f}" if twin and twin.get("wall_s") else "–"
+        twin_s = "–"
+        if twin and twin.get("wall_s"):
+            twin_s = (
+                f"{twin['wall_s']:.1f} ({twin.get('chunks')} chunks; this input "
+                f"{result.get('chunks')})"
+            )
         lines.append(
             f"| {row['item']} | {row['name']} | {peak or 0:.0f} | "
             f"{(peak or 0) / max(base.get('peak_mb') or 1, 1):.2f} | {wall or 0:.1f} | "
@@ -216,7 +225,9 @@ def markdown(rows: list[dict[str, Any]], base: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--only", help="run the cases whose name contains this")
+    parser.add_argument(
+        "--only", help="run the cases whose name contains this (saved into the last whole run)"
+    )
     parser.add_argument("--memory-limit-gib", type=float, default=6.0)
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args()
@@ -263,17 +274,28 @@ def main() -> None:
     finally:
         server.__exit__()
         shutil.rmtree(work, ignore_errors=True)
-    if not args.no_save and not args.only:
-        from benchmarks.report import save
+    if not args.no_save:
+        from benchmarks.report import RESULTS, save
 
         for row in rows:
             row["result"].pop("problems", None)
-        save(
-            "hostile_inputs",
-            {"baseline": base, "cases": rows},
-            markdown(rows, base),
-            "python benchmarks/hostile_inputs.py",
-        )
+        command = "python benchmarks/hostile_inputs.py"
+        note = ""
+        saved = RESULTS / "hostile_inputs.json"
+        if args.only and saved.exists():
+            # Measured again: these rows replace theirs in the last whole run, whose
+            # other rows (and baseline) are kept.
+            earlier = json.loads(saved.read_text())
+            fresh = {row["name"]: row for row in rows}
+            rows = [fresh.pop(r["name"], r) for r in earlier["cases"]] + list(fresh.values())
+            base = earlier["baseline"]
+            note = (
+                f"Rows matching {args.only!r} measured again at this revision; the others and "
+                f"the baseline come from the whole run of {earlier['date']} "
+                f"(revision {earlier['revision']})."
+            )
+        data = {"baseline": base, "cases": rows, "note": note}
+        save("hostile_inputs", data, markdown(rows, base, note), command)
     if not all(row["held"] for row in rows):
         sys.exit(1)
 
