@@ -30,6 +30,7 @@ from rag_assets.formats.text import (
     heading_line,
     markdown_safe,
 )
+from rag_serving.charsets import codec_for, decode_declared
 from rag_serving.limits import DEFAULT_LIMITS
 
 __all__ = ["HtmlText", "decode_html", "html_text", "parse_html"]
@@ -95,7 +96,11 @@ _XML_ENCODING = re.compile(rb"""^<\?xml[^>]+encoding\s*=\s*["']([A-Za-z0-9_.:-]+
 
 
 def decode_html(data: bytes, warnings: list[str]) -> str:
-    """HTML bytes as text: BOM, then the declared charset, else UTF-8 (bad bytes replaced)."""
+    """HTML bytes as text, as browsers read them: a BOM, then the declared charset
+    (``<?xml encoding>``, ``<meta charset>``; WHATWG labels, so gb2312 reads as GB18030),
+    else UTF-8, with bad bytes replaced. A declaration that the bytes contradict while
+    they are valid UTF-8 is stale: the page is read as UTF-8, with a warning saying so
+    (``rag_serving.charsets``)."""
     for bom, codec in (
         (codecs.BOM_UTF8, "utf-8"),
         (codecs.BOM_UTF16_LE, "utf-16-le"),
@@ -106,20 +111,21 @@ def decode_html(data: bytes, warnings: list[str]) -> str:
     if b"\x00" in data[:BINARY_SNIFF_BYTES]:
         raise ItemSkipped("binary content (NUL bytes); not an HTML file")
     head = data[:4096]
-    m = _XML_ENCODING.match(head) or _META_CHARSET.search(head)
-    codec = "utf-8"
-    if m:
-        name = m.group(1).decode("ascii", "replace").lower()
-        # The HTML standard reads latin-1 and ascii labels as windows-1252.
-        name = {"iso-8859-1": "cp1252", "latin1": "cp1252", "us-ascii": "cp1252"}.get(name, name)
-        try:
-            codec = codecs.lookup(name).name
-        except LookupError:
-            warnings.append(f"unknown charset {name!r} declared; read as UTF-8")
-    text = data.decode(codec, errors="replace")
-    if "\ufffd" in text and b"\xef\xbf\xbd" not in data:
-        warnings.append(f"bytes that are not valid {codec} were replaced")
-    return text
+    xml = _XML_ENCODING.match(head)
+    found = xml or _META_CHARSET.search(head)
+    label = found.group(1).decode("ascii", "replace") if found else None
+    if found is not None and xml is None:
+        # A <meta> naming UTF-16 or x-user-defined cannot be right (the bytes read as
+        # ASCII this far): the HTML standard reads them as UTF-8 and windows-1252.
+        codec = codec_for(label) or ""
+        if codec.startswith(("utf-16", "utf-32")):
+            label = "utf-8"
+        elif (label or "").lower() == "x-user-defined":
+            label = "windows-1252"
+    decoded = decode_declared(data, label, what="the page")
+    if decoded.warning:
+        warnings.append(decoded.warning)
+    return decoded.text
 
 
 # ---------------------------------------------------------------------------
