@@ -21,9 +21,10 @@ enough non-ASCII bytes for the UTF-8 reading to be beyond chance.
 from __future__ import annotations
 
 import codecs
+import re
 from dataclasses import dataclass
 
-__all__ = ["Decoded", "codec_for", "decode_declared"]
+__all__ = ["Decoded", "codec_for", "decode_declared", "markup_charset"]
 
 _UTF8 = "utf-8"
 # Enough non-ASCII bytes that valid UTF-8 is no accident of a multi-byte charset:
@@ -77,6 +78,29 @@ _WHATWG: dict[str, str] = {
 _NOT_CHARSETS = frozenset({"undefined", "unicode-escape", "raw-unicode-escape", "punycode", "idna"})
 
 
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
+_XML_ENCODING = re.compile(rb"""^<\?xml[^>]+encoding\s*=\s*["']([A-Za-z0-9_.:-]+)""", re.I)
+MARKUP_HEAD_BYTES = 4096  # where a page's charset declaration is looked for
+
+
+def markup_charset(data: bytes) -> str | None:
+    """The charset label an (X)HTML document declares in its first bytes: its
+    ``<?xml encoding>``, else a ``<meta charset>`` or ``http-equiv`` one. A ``<meta>``
+    naming UTF-16 or x-user-defined cannot be right (the bytes read as ASCII this
+    far): the HTML standard reads them as UTF-8 and windows-1252."""
+    head = data[:MARKUP_HEAD_BYTES]
+    xml = _XML_ENCODING.match(head)
+    if xml is not None:
+        return xml.group(1).decode("ascii")
+    meta = _META_CHARSET.search(head)
+    if meta is None:
+        return None
+    label = meta.group(1).decode("ascii")
+    if (codec_for(label) or "").startswith(("utf-16", "utf-32")):
+        return "utf-8"
+    return "windows-1252" if label.lower() == "x-user-defined" else label
+
+
 def codec_for(label: str | None) -> str | None:
     """The Python codec that reads text declared as ``label`` (a WHATWG or MIME label,
     any case), or None when the label names no text encoding."""
@@ -109,12 +133,27 @@ def _is_utf16_or_32(codec: str) -> bool:
     return codec.startswith(("utf-16", "utf-32"))
 
 
-def decode_declared(data: bytes, declared: str | None, *, what: str = "the text") -> Decoded:
+def decode_declared(
+    data: bytes, declared: str | None, *, what: str = "the text", undeclared: str | None = None
+) -> Decoded:
     """``data`` read in the charset ``declared`` (a label; None when nothing says), or
     as UTF-8 where that declaration is stale (see the module's docstring). With no
-    usable declaration the bytes are read as UTF-8. Bytes the chosen charset cannot
+    declaration the bytes are read as UTF-8, or when they are not UTF-8 in the
+    charset labelled ``undeclared`` if given (mail: MIME's default, us-ascii, which
+    the WHATWG table reads as windows-1252), silently. Bytes the chosen charset cannot
     read are replaced (U+FFFD) and counted in the warning. ``what`` names the text in
     warnings ("the page")."""
+    if not declared and undeclared:
+        try:
+            return Decoded(data.decode(_UTF8), _UTF8)
+        except UnicodeDecodeError:
+            fallback = codec_for(undeclared) or _UTF8
+            text, bad = _replacing(data, fallback)
+            warning = (
+                f"{what} declares no charset and is not UTF-8; read as {undeclared}, "
+                f"{_bytes(bad)} replaced"
+            )
+            return Decoded(text, fallback, warning if bad else None)
     codec = codec_for(declared)
     label = " ".join((declared or "").split())[:40]
     high = 0 if data.isascii() else len(data) - len(data.translate(None, _HIGH_BYTES))

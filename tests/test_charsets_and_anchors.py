@@ -6,6 +6,7 @@ they declare, the 13 EPUBs and the feeds of ../shared/data, a real HTTP server."
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from rag_assets.formats.model import ParsedDocument, ParseOptions
 from rag_assets.formats.router import parse_file
 from rag_serving.charsets import codec_for, decode_declared
+from rag_serving.mailstore.message import read_message
 
 QQ_TITLE = "腾讯网 - 中国领先的综合门户网站"
 QQ_HEADING = "朱镕基谈经济改革：稳中求进"
@@ -106,3 +108,67 @@ def test_whatwg_labels_and_non_charsets() -> None:
     # multi-byte charset that reads the bytes is believed below 8 non-ASCII bytes
     lucky = "一".encode("gbk")  # D2 BB: "һ" in UTF-8
     assert lucky.decode("utf-8") and decode_declared(lucky, "gb2312").text == "一"
+
+
+# ---- item 2: the same rule for mail parts and headers ---------------------------------
+
+
+def b64(text: str, charset: str) -> str:
+    return base64.b64encode(text.encode(charset)).decode()
+
+
+def mail(headers: str, body: bytes, content_type: str, encoding: str = "8bit") -> bytes:
+    """A message as a mail client writes it, with the labels given (right or stale)."""
+    head = (
+        "From: =?iso-8859-1?Q?Ren=C3=A9e_Fran=C3=A7ois?= <renee@example.org>\r\n"
+        "To: =?gb2312?B?" + b64("朱镕基", "gbk") + "?= <zhu@example.cn>\r\n"
+        "Message-ID: <charset-test@example.org>\r\n"
+        "Date: Tue, 02 Apr 2024 10:00:00 +0000\r\n"
+        f"{headers}MIME-Version: 1.0\r\nContent-Type: {content_type}\r\n"
+        f"Content-Transfer-Encoding: {encoding}\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+def test_mail_parts_and_headers_follow_the_same_charset_rule() -> None:
+    text = "Crème brûlée — “on Tuesday”, 朱镕基"
+    # a UTF-8 body labelled iso-8859-1 (a client that re-sent a draft): UTF-8, said so
+    record, _ = read_message(
+        mail("Subject: plain\r\n", text.encode(), 'text/plain; charset="iso-8859-1"')
+    )
+    assert record.text.strip() == text
+    assert record.warnings == [
+        "the text part declares charset 'iso-8859-1' but is UTF-8; read as UTF-8"
+    ]
+    # display names: a UTF-8 name labelled iso-8859-1, a GBK name labelled gb2312
+    assert record.sender is not None and record.sender.name == "Renée François"
+    assert [a.name for a in record.to] == ["朱镕基"]
+    # a GBK body labelled gb2312 (base64), a subject in GBK split across two words
+    # in the middle of a character
+    raw = "镕基访问北京".encode("gbk")
+    subject = (
+        "Subject: Re: =?gb2312?B?"
+        + base64.b64encode(raw[:3]).decode()
+        + "?=\r\n =?gb2312?B?"
+        + base64.b64encode(raw[3:]).decode()
+        + "?=\r\n"
+    )
+    record, _ = read_message(
+        mail(
+            subject,
+            base64.b64encode("朱镕基访问北京".encode("gbk")),
+            "text/plain; charset=gb2312",
+            "base64",
+        )
+    )
+    assert record.subject == "Re: 镕基访问北京"
+    assert record.text.strip() == "朱镕基访问北京" and record.warnings == []
+    # no charset at all (MIME says us-ascii): UTF-8 when it is, else windows-1252
+    record, _ = read_message(mail("Subject: x\r\n", text.encode(), "text/plain"))
+    assert record.text.strip() == text and record.warnings == []
+    record, _ = read_message(mail("Subject: x\r\n", "Café “quoted”".encode("cp1252"), "text/plain"))
+    assert record.text.strip() == "Café “quoted”"
+    # an HTML part that names its charset only in <meta>
+    page = '<html><head><meta charset="gb2312"></head><body><p>朱镕基访问</p></body></html>'
+    record, _ = read_message(mail("Subject: x\r\n", page.encode("gbk"), "text/html"))
+    assert record.html is not None and "朱镕基访问" in record.html
