@@ -14,7 +14,10 @@ import pytest
 from rag_assets.formats.model import ParsedDocument, ParseOptions
 from rag_assets.formats.router import parse_file
 from rag_serving.charsets import codec_for, decode_declared
+from rag_serving.feeds.fetch import fetch_feed
+from rag_serving.feeds.parse import Feed, parse_feed
 from rag_serving.mailstore.message import read_message
+from tests.feed_server import FeedServer
 
 QQ_TITLE = "腾讯网 - 中国领先的综合门户网站"
 QQ_HEADING = "朱镕基谈经济改革：稳中求进"
@@ -172,3 +175,49 @@ def test_mail_parts_and_headers_follow_the_same_charset_rule() -> None:
     page = '<html><head><meta charset="gb2312"></head><body><p>朱镕基访问</p></body></html>'
     record, _ = read_message(mail("Subject: x\r\n", page.encode("gbk"), "text/html"))
     assert record.html is not None and "朱镕基访问" in record.html
+
+
+# ---- item 2: the same rule for feeds -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server():
+    with FeedServer() as running:
+        yield running
+
+
+def fetched_feed(server: FeedServer, path: str, body: bytes, content_type: str) -> Feed:
+    server.put(path, body, content_type)
+    fetched = fetch_feed(server.url(path), timeout=5)
+    return parse_feed(fetched.content or b"", fetched.headers, server.url(path))
+
+
+def test_feeds_with_a_stale_charset_are_read_as_utf8(server: FeedServer) -> None:
+    polish, chinese = "Zażółć gęślą jaźń, Łódź", "新闻标题：朱镕基访问北京"
+    bare = "<?xml version='1.0'?><rss version='2.0'><channel><title>{t}</title><item><title>{t}</title><guid>1</guid></item></channel></rss>"
+    # the HTTP header says latin-2, the bytes are UTF-8: no error anywhere, only mojibake
+    feed = fetched_feed(
+        server,
+        "/stale-header.xml",
+        bare.format(t=polish).encode(),
+        "application/rss+xml; charset=ISO-8859-2",
+    )
+    assert feed.title == polish and feed.entries[0].title == polish
+    assert feed.warning == (
+        f"{server.url('/stale-header.xml')}: the feed declares charset 'ISO-8859-2' but is "
+        "UTF-8; read as UTF-8"
+    )
+    # the XML declaration says gb2312: the warning names it (feedparser's said gb18030)
+    declared = bare.replace("<?xml version='1.0'?>", "<?xml version='1.0' encoding='gb2312'?>")
+    feed = fetched_feed(
+        server, "/stale-decl.xml", declared.format(t=chinese).encode(), "application/rss+xml"
+    )
+    assert feed.entries[0].title == chinese
+    assert feed.warning is not None and "declares charset 'gb2312' but is UTF-8" in feed.warning
+    assert "malformed" not in feed.warning
+    # iso-8859-1 is read as windows-1252 (its curly quotes), as browsers do
+    latin = bare.replace("<?xml version='1.0'?>", "<?xml version='1.0' encoding='iso-8859-1'?>")
+    feed = fetched_feed(
+        server, "/cp1252.xml", latin.format(t="“Café” – naïve").encode("cp1252"), "application/xml"
+    )
+    assert feed.entries[0].title == "“Café” – naïve" and feed.warning is None
