@@ -490,8 +490,12 @@ def _addresses(msg: Message, name: str, warnings: list[str]) -> list[Address]:
                     display, address = _clean(addr.display_name), _clean(addr.addr_spec)
                     found.append(Address(display, address.lower()))
         if any("=?" in value for value in raw):
-            # display names as mail readers decode them (see _decode_words)
-            names = {a.address: a.name for a in _raw_addresses(raw) if a.name}
+            # encoded display names as mail readers decode them (see _decode_words)
+            names = {
+                addr.lower(): _decoded(display)
+                for display, addr in email.utils.getaddresses(raw)
+                if "=?" in display
+            }
             found = [Address(names.get(a.address, a.name), a.address) for a in found]
     except Exception:
         warnings.append(f"the {name} header is malformed; read as written")
