@@ -7,9 +7,13 @@ they declare, the 13 EPUBs and the feeds of ../shared/data, a real HTTP server."
 from __future__ import annotations
 
 import base64
+import functools
+import posixpath
+import zipfile
 from pathlib import Path
 
 import pytest
+from lxml import etree
 
 from rag_assets.formats.model import ParsedDocument, ParseOptions
 from rag_assets.formats.router import parse_file
@@ -17,6 +21,7 @@ from rag_serving.charsets import codec_for, decode_declared
 from rag_serving.feeds.fetch import fetch_feed
 from rag_serving.feeds.parse import Feed, parse_feed
 from rag_serving.mailstore.message import read_message
+from tests.conftest import SHARED_DATA
 from tests.feed_server import FeedServer
 
 QQ_TITLE = "腾讯网 - 中国领先的综合门户网站"
@@ -221,3 +226,231 @@ def test_feeds_with_a_stale_charset_are_read_as_utf8(server: FeedServer) -> None
         server, "/cp1252.xml", latin.format(t="“Café” – naïve").encode("cp1252"), "application/xml"
     )
     assert feed.entries[0].title == "“Café” – naïve" and feed.warning is None
+
+
+# ---- item 5: EPUB sections anchored by the table of contents ---------------------------
+
+EPUB = SHARED_DATA / "corpora" / "epub"
+OPF_NS = {
+    "opf": "http://www.idpf.org/2007/opf",
+    "c": "urn:oasis:names:tc:opendocument:xmlns:container",
+}
+
+
+def contents_of(book: Path) -> dict[str, str]:
+    """The book's table of contents read here with lxml, as a reader lists it: each
+    entry's title by its place ("5", "14.1.2"), from nav.xhtml, else toc.ncx."""
+    with zipfile.ZipFile(book) as archive:
+        container = etree.fromstring(archive.read("META-INF/container.xml"))
+        opf_path = container.find(".//c:rootfile", OPF_NS).get("full-path")
+        opf = etree.fromstring(archive.read(opf_path))
+        folder = posixpath.dirname(opf_path)
+        items = opf.findall(".//opf:manifest/opf:item", OPF_NS)
+        nav = next((i for i in items if "nav" in (i.get("properties") or "").split()), None)
+        titles: dict[str, str] = {}
+
+        def text(node: etree._Element) -> str:
+            return " ".join("".join(node.itertext()).split())
+
+        if nav is not None:
+            doc = etree.fromstring(archive.read(posixpath.join(folder, nav.get("href"))))
+            toc = next(
+                n for n in doc.iter("{http://www.w3.org/1999/xhtml}nav")
+                if "toc" in (n.get("{http://www.idpf.org/2007/ops}type") or "")
+            )  # fmt: skip
+            stack = [(toc.find("{http://www.w3.org/1999/xhtml}ol"), "")]
+            while stack:
+                ol, prefix = stack.pop()
+                for n, li in enumerate(ol.findall("{http://www.w3.org/1999/xhtml}li"), 1):
+                    label = li[0]  # its <a> or <span>
+                    titles[f"{prefix}{n}"] = text(label)
+                    inner = li.find("{http://www.w3.org/1999/xhtml}ol")
+                    if inner is not None:
+                        stack.append((inner, f"{prefix}{n}."))
+            return titles
+        ncx_id = opf.find(".//opf:spine", OPF_NS).get("toc")
+        href = next(i.get("href") for i in items if i.get("id") == ncx_id)
+        doc = etree.fromstring(archive.read(posixpath.join(folder, href)))
+        daisy = "{http://www.daisy.org/z3986/2005/ncx/}"
+        stack = [(doc.find(f"{daisy}navMap"), "")]
+        while stack:
+            parent, prefix = stack.pop()
+            for n, point in enumerate(parent.findall(f"{daisy}navPoint"), 1):
+                titles[f"{prefix}{n}"] = text(point.find(f"{daisy}navLabel"))
+                stack.append((point, f"{prefix}{n}."))
+        return titles
+
+
+@functools.cache
+def epub_doc(name: str) -> ParsedDocument:
+    return parse_file(EPUB / name, name, "epub", ParseOptions())
+
+
+def section_lines(doc: ParsedDocument, anchor: str) -> list[str]:
+    section = next(s for s in doc.sections if s.anchor == anchor)
+    return doc.body.split("\n")[section.line_start - 1 : section.line_end]
+
+
+@pytest.mark.shared_data
+def test_chapter_one_is_chapter_1_whatever_comes_before_it() -> None:
+    """Kusamakura's spine opens with a cover and a contents page: its chapter 一 (I)
+    was cited as chapter=2. Now the contents' first entry is chapter=1, and the cover
+    keeps an anchor of its own, by its file."""
+    doc = epub_doc("kusamakura-japanese-vertical-writing.epub")
+    contents = contents_of(EPUB / "kusamakura-japanese-vertical-writing.epub")
+    assert contents["1"] == "一" and contents["14"] == "この文書について"
+    anchors = {s.anchor: s.label for s in doc.sections}
+    assert anchors["chapter=1"] == "一" and anchors["chapter=2"] == "二"
+    assert anchors["file=xhtml/表紙.xhtml"] == "草枕"  # the cover: the book's title
+    assert "智に働けば角が立つ" in "\n".join(section_lines(doc, "chapter=1"))
+    assert [s.anchor for s in doc.sections][:3] == [
+        "file=xhtml/表紙.xhtml",
+        "chapter=1",
+        "chapter=2",
+    ]
+
+
+@pytest.mark.shared_data
+def test_every_corpus_epub_anchor_is_its_contents_entry() -> None:
+    """For the 13 corpus books, each ``chapter=N`` section carries the title the
+    book's own contents list at place N (read here independently), and no text is
+    lost or repeated: the sections hold every word the chapters hold."""
+    checked = 0
+    for path in sorted(EPUB.glob("*.epub")):
+        doc = epub_doc(path.name)
+        contents = contents_of(path)
+        anchors = [s.anchor for s in doc.sections]
+        assert len(set(anchors)) == len(anchors), path.name
+        for section in doc.sections:
+            kind, _, place = section.anchor.partition("=")
+            assert kind in ("chapter", "file"), section.anchor
+            if kind == "chapter":
+                assert contents[place] == section.label, (path.name, section.anchor)
+                assert section.heading_path[-1] == section.label
+                checked += 1
+        assert doc.metadata["chapter_count"] == sum(a.startswith("chapter=") for a in anchors)
+    assert checked > 2500  # the Mahabharata's 2,000 and the rest
+
+
+@pytest.mark.shared_data
+def test_a_poem_in_one_file_has_its_five_parts_and_moby_dick_its_chapters() -> None:
+    waste = epub_doc("wasteland.epub")
+    assert [(s.anchor, s.label) for s in waste.sections] == [
+        ("file=wasteland-content.xhtml", "The Waste Land"),
+        ("chapter=1", "I. THE BURIAL OF THE DEAD"),
+        ("chapter=2", "II. A GAME OF CHESS"),
+        ("chapter=3", "III. THE FIRE SERMON"),
+        ("chapter=4", "IV. DEATH BY WATER"),
+        ("chapter=5", "V. WHAT THE THUNDER SAID"),
+        ("chapter=6", 'NOTES ON "THE WASTE LAND"'),
+    ]
+    burial = section_lines(waste, "chapter=1")
+    assert burial[0] == "I. THE BURIAL OF THE DEAD"  # its heading, not "# ..." again
+    assert "April is the cruellest month, breeding" in burial
+    assert "Phlebas the Phoenician, a fortnight dead," in section_lines(waste, "chapter=4")
+    title_page = " ".join(section_lines(waste, "file=wasteland-content.xhtml"))
+    assert "T.S. Eliot" in title_page and "For Ezra Pound: il miglior" in title_page
+    moby = epub_doc("moby-dick.epub")
+    labels = {s.anchor: s.label for s in moby.sections}
+    assert (
+        labels["chapter=5"] == "Chapter 1. Loomings."
+        and labels["chapter=139"] == "Chapter 135. The Chase.—Third Day."
+    )
+    assert labels["file=toc-short.xhtml"] == "Brief Contents"  # not in its contents
+    assert "Call me Ishmael." in "\n".join(section_lines(moby, "chapter=5"))
+    # nested contents: a section inside a chapter of a part
+    algebra = {s.anchor: s for s in epub_doc("linear-algebra.epub").sections}
+    wila = algebra["chapter=14.1.1"]
+    assert wila.label == "Section WILA\xa0\xa0What is Linear Algebra?".replace("\xa0", " ").replace(
+        "  ", " "
+    )
+    assert wila.heading_path[:2] == (
+        "Part I. Part C Core",
+        "Chapter 1. Chapter SLE Systems of Linear Equations",
+    )
+
+
+def built_epub(path: Path, toc: bool = True) -> Path:
+    """A book written by ebooklib as converters leave them: a cover and a title page
+    before chapter I, chapter I split over two files (the second in no contents
+    entry), chapter II in one file with two sections its contents point into (one
+    at an id that is not there), and a chapter declaring a stale charset."""
+    from ebooklib import epub
+
+    book = epub.EpubBook()
+    book.set_identifier("ragline-anchors")
+    book.set_title("Harbour Logs")
+    book.set_language("en")
+    pages = {
+        "cover.xhtml": "<p>HARBOUR LOGS — a cover</p>",
+        "title.xhtml": "<h1>Harbour Logs</h1><p>by the harbour master</p>",
+        "ch1.xhtml": "<h1>Chapter I. Tides</h1><p>The tide tables start in March.</p>",
+        "ch1-split.xhtml": "<p>Spring tides follow the full moon.</p>",
+        "ch2.xhtml": (
+            "<h1>Chapter II. Ships</h1><p>Every ship is logged.</p>"
+            "<h2 id='tugs'>Tugs</h2><p>Tugs work the narrow channel.</p>"
+            "<section id='ferries'><h2>Ferries</h2><p>Ferries sail at dawn.</p></section>"
+        ),
+        "ch3.xhtml": "<h1>Chapter III. Café</h1><p>Crème brûlée at the quay café.</p>",
+    }
+    items = {}
+    for name, body in pages.items():
+        item = epub.EpubHtml(title=name, file_name=name, lang="en")
+        item.content = f"<html><body>{body}</body></html>"
+        book.add_item(item)
+        items[name] = item
+    if toc:
+        book.toc = [
+            epub.Link("ch1.xhtml", "Chapter I. Tides", "c1"),
+            (
+                epub.Section("Chapter II. Ships", "ch2.xhtml"),
+                [
+                    epub.Link("ch2.xhtml#tugs", "Tugs", "tugs"),
+                    epub.Link("ch2.xhtml#ferries", "Ferries", "ferries"),
+                    epub.Link("ch2.xhtml#gone", "Pilots", "gone"),
+                ],
+            ),
+            epub.Link("ch3.xhtml", "Chapter III. Café", "c3"),
+        ]
+    book.add_item(epub.EpubNcx())
+    book.add_item(epub.EpubNav())
+    book.spine = list(items.values())
+    epub.write_epub(str(path), book)
+    # ch3.xhtml stays UTF-8 but its XML declaration now says iso-8859-1
+    rewritten = path.with_suffix(".tmp")
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(rewritten, "w") as target:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename.endswith("ch3.xhtml"):
+                data = data.replace(b"encoding='utf-8'", b"encoding='iso-8859-1'", 1)
+            target.writestr(info, data)
+    rewritten.replace(path)
+    return path
+
+
+def test_a_built_book_cover_title_page_split_chapter_and_sections(tmp_path: Path) -> None:
+    doc = parse_file(built_epub(tmp_path / "logs.epub"), "logs.epub", "epub", ParseOptions())
+    got = [(s.anchor, s.label, s.heading_path) for s in doc.sections]
+    assert got == [
+        ("file=cover.xhtml", "cover.xhtml", ("cover.xhtml",)),
+        ("file=title.xhtml", "Harbour Logs", ("Harbour Logs",)),
+        ("chapter=1", "Chapter I. Tides", ("Chapter I. Tides",)),
+        ("file=ch1-split.xhtml", "Chapter I. Tides (continued)", ("Chapter I. Tides",)),
+        ("chapter=2", "Chapter II. Ships", ("Chapter II. Ships",)),
+        ("chapter=2.1", "Tugs", ("Chapter II. Ships", "Tugs")),
+        ("chapter=2.2", "Ferries", ("Chapter II. Ships", "Ferries")),
+        ("chapter=3", "Chapter III. Café", ("Chapter III. Café",)),
+    ]
+    # "Pilots" points at an id that is not there: where a reader opens, the start of
+    # ch2.xhtml, where "Chapter II. Ships" (its last entry there) owns the text
+    assert section_lines(doc, "chapter=2") == ["Chapter II. Ships", "", "Every ship is logged."]
+    assert section_lines(doc, "chapter=2.1") == ["Tugs", "", "Tugs work the narrow channel."]
+    assert "Crème brûlée at the quay café." in section_lines(doc, "chapter=3")
+    assert doc.warnings == (
+        "chapter ch3.xhtml declares charset 'iso-8859-1' but is UTF-8; read as UTF-8",
+    )
+    # with an empty table of contents every part is anchored by its file
+    bare = parse_file(built_epub(tmp_path / "bare.epub", toc=False), "b", "epub", ParseOptions())
+    assert [s.anchor for s in bare.sections][:3] == [
+        "file=cover.xhtml", "file=title.xhtml", "file=ch1.xhtml",
+    ]  # fmt: skip
