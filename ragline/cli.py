@@ -154,18 +154,36 @@ def source_name(target: str) -> str:
     "--full", is_flag=True, help="Rebuild completely (vectors of unchanged text are reused)."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@click.option(
+    "--progress",
+    type=click.Choice(["auto", "bar", "plain", "ndjson", "none"]),
+    default="auto",
+    show_default=True,
+    help="auto: a bar on a terminal, else plain lines on stderr (none with --json); "
+    "ndjson: one JSON event per line on stdout, for programs.",
+)
 @pass_context
 @handle_errors
-def index(ctx: Context, sources: tuple[str, ...], full: bool, as_json: bool) -> None:
-    """Index SOURCES (all configured sources when none is named) through Dagster."""
+def index(ctx: Context, sources: tuple[str, ...], full: bool, as_json: bool, progress: str) -> None:
+    """Index SOURCES (all configured sources when none is named) through Dagster.
+
+    Exit code 0: every run succeeded (items that failed are counted in the output);
+    1: a run failed (a step failed, or every item of a source failed); 2: nothing
+    could run (the config, a source's folder, the index)."""
     from rag_serving.config import require_usable
     from ragline.index_command import run_index
 
-    config = ctx.config
-    names = [config.source(name).name for name in sources]
-    require_usable(config, names or None)
-    ok = run_index(config, names, full, as_json)
-    sys.exit(0 if ok else 1)
+    if as_json and progress == "ndjson":
+        raise click.UsageError("--json and --progress ndjson both write to stdout; pick one")
+    try:
+        config = ctx.config
+        names = [config.source(name).name for name in sources]
+        require_usable(config, names or None)
+        code = run_index(config, names, full, as_json, progress)
+    except RaglineError as exc:
+        exc.exit_code = 2  # raised before or outside any run: nothing was indexed
+        raise
+    sys.exit(code)
 
 
 @cli.command()
