@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import functools
 import posixpath
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -18,10 +19,12 @@ from lxml import etree
 from rag_assets.formats.model import ParsedDocument, ParseOptions
 from rag_assets.formats.router import parse_file
 from rag_serving.charsets import codec_for, decode_declared
+from rag_serving.config import RaglineConfig
 from rag_serving.feeds.fetch import fetch_feed
 from rag_serving.feeds.parse import Feed, parse_feed
 from rag_serving.mailstore.message import read_message
-from tests.conftest import SHARED_DATA
+from rag_serving.search.engine import SearchEngine
+from tests.conftest import SHARED_DATA, build_index, write_config
 from tests.feed_server import FeedServer
 
 QQ_TITLE = "腾讯网 - 中国领先的综合门户网站"
@@ -454,3 +457,49 @@ def test_a_built_book_cover_title_page_split_chapter_and_sections(tmp_path: Path
     assert [s.anchor for s in bare.sections][:3] == [
         "file=cover.xhtml", "file=title.xhtml", "file=ch1.xhtml",
     ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def books(tmp_path_factory: pytest.TempPathFactory) -> RaglineConfig:
+    """A documents source of a corpus book and a built one, indexed by the real job (Dagster,
+    LanceDB, Tantivy, the bundled model)."""
+    root = tmp_path_factory.mktemp("books")
+    folder = root / "books"
+    folder.mkdir()
+    shutil.copy(EPUB / "wasteland.epub", folder / "wasteland.epub")
+    built_epub(folder / "logs.epub")
+    return build_index(
+        write_config(root, [{"name": "books", "kind": "documents", "path": str(folder)}])
+    )
+
+
+@pytest.mark.shared_data
+def test_hits_and_mcp_open_agree_on_the_contents_anchor(books: RaglineConfig) -> None:
+    from rag_serving.mcp.auth import LOCAL_ACCESS
+    from rag_serving.mcp.service import RaglineService
+
+    engine = SearchEngine(books)
+    service = RaglineService(books)
+    for query, location, label, line in (
+        ("April is the cruellest month", "wasteland.epub#chapter=1", "I. THE BURIAL OF THE DEAD",
+         "April is the cruellest month, breeding"),
+        ("Phlebas the Phoenician", "wasteland.epub#chapter=4", "IV. DEATH BY WATER",
+         "Phlebas the Phoenician, a fortnight dead,"),
+        ("tide tables start in March", "logs.epub#chapter=1", "Chapter I. Tides", None),
+        ("Tugs work the narrow channel", "logs.epub#chapter=2.1", "Tugs", None),
+    ):  # fmt: skip
+        hit = engine.search(query, k=1, mode="bm25").hits[0]
+        # the hit names the contents entry and those around it: "Chapter II. Ships > Tugs"
+        assert hit.location == location and hit.anchor.split(" > ")[-1] == label, query
+        opened = service.open(LOCAL_ACCESS, id=hit.chunk_id)  # the part the hit is on
+        anchor = location.partition("#")[2]
+        assert (opened.anchor, opened.section) == (anchor, label)
+        by_anchor = service.open(LOCAL_ACCESS, id=hit.doc_id, section=anchor)
+        by_title = service.open(LOCAL_ACCESS, id=hit.doc_id, section=label)
+        assert by_anchor.text == by_title.text == opened.text
+        assert line is None or line in opened.text.split("\n")
+    title_page = service.open(
+        LOCAL_ACCESS, source="books", path="wasteland.epub", section="file=wasteland-content.xhtml"
+    )
+    assert title_page.section == "The Waste Land" and "T.S. Eliot" in title_page.text
+    assert "April" not in title_page.text
