@@ -83,7 +83,40 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
      "reindex: `wait_seconds` must be a number between 0 and 3600, got -1"),
     ("reindex", {"source": "notes", "full": "maybe"}, "reindex: `full` must be true or false, got 'maybe'"),
     ("serch", {"query": "x"}, "unknown tool 'serch'; did you mean 'search'?"),
+    # No silent coercion: a string is not a boolean or a number, a boolean not a number
+    # (the SDK would read "yes" and "1" as true, "5" as 5 and true as 1).
+    ("reindex", {"source": "nope", "full": "yes"}, "reindex: `full` must be true or false, got 'yes'"),
+    ("reindex", {"source": "nope", "full": "true"},
+     "reindex: `full` must be true or false, got 'true'"),
+    ("reindex", {"source": "nope", "full": 1}, "reindex: `full` must be true or false, got 1"),
+    ("reindex", {"source": "nope", "wait_seconds": "5"},
+     "reindex: `wait_seconds` must be a number between 0 and 3600, got '5'"),
+    ("reindex", {"source": "nope", "wait_seconds": True},
+     "reindex: `wait_seconds` must be a number between 0 and 3600, got true"),
+    ("search", {"query": "x", "rerank": "yes"}, "search: `rerank` must be true or false, got 'yes'"),
+    ("search", {"query": "x", "rerank": 0}, "search: `rerank` must be true or false, got 0"),
+    ("search", {"query": "x", "k": "5"}, "search: `k` must be an integer between 1 and 100, got '5'"),
+    ("search", {"query": "x", "k": True}, "search: `k` must be an integer between 1 and 100, got true"),
+    ("search", {"query": "x", "k": 2.5}, "search: `k` must be an integer between 1 and 100, got 2.5"),
+    ("open", {"id": "x", "start_line": "3"},
+     "open: `start_line` must be an integer of at least 1, got '3'"),
+    ("open", {"id": "x", "max_chars": "1000"},
+     "open: `max_chars` must be an integer between 100 and 400000, got '1000'"),
+    ("open", {"id": "x", "start_char": False},
+     "open: `start_char` must be an integer of at least 0, got false"),
 ]  # fmt: skip
+
+
+def test_a_whole_number_may_be_sent_as_a_float(server: MCPServer) -> None:
+    """JSON has one number type: 3.0 is the integer 3 (JSON Schema says so too)."""
+
+    async def run() -> Any:
+        async with Client(server) as client:
+            return await client.call_tool("search", {"query": "sourdough", "k": 3.0})
+
+    result = anyio.run(run)
+    assert not result.is_error, result.content
+    assert len(result.structured_content["hits"]) == 3
 
 
 @pytest.mark.parametrize(("tool", "arguments", "expected"), BAD_CALLS)
