@@ -52,7 +52,7 @@ FILE_TYPES: dict[str, str] = {
 # file type -> parser version ("<type>/<n>"); part of the parse cache key
 PARSER_VERSIONS: dict[str, str] = {
     "md": "md/2",  # 2: links to documents (paper.pdf) kept
-    "pdf": "pdf/2",  # 2: OCR within max_image_pixels (MuPDF's OCR device); font/profile caps
+    "pdf": "pdf/3",  # 3: unreadable text left out or OCR'd, RTL ligatures in order, XFA forms
     "docx": "docx/2",  # 2: zip packages checked against the unpack caps
     "pptx": "pptx/2",  # 2: zip packages checked against the unpack caps
     "xlsx": "xlsx/2",  # 2: never the stale <dimension>; columns capped; zip checks
