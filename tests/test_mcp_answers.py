@@ -52,6 +52,10 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> RaglineConfig:
     # report.pdf is password-protected: it fails to index, with a reason.
     shutil.copyfile(PDFS / "edge-cases" / "libreoffice-writer-password.pdf", docs / "report.pdf")
     shutil.copyfile(PDFS / "edge-cases" / "pdflatex-4-pages.pdf", docs / "paper.pdf")
+    # A folder linked from outside the source is not followed: what is in it has a reason.
+    (root / "elsewhere").mkdir()
+    (root / "elsewhere" / "old.pdf").write_bytes((docs / "paper.pdf").read_bytes())
+    (docs / "archive").symlink_to(root / "elsewhere")
     (root / "mail").mkdir()
     (root / "mail" / "inbox.mbox").write_text(INBOX)
     config_path = write_config(
@@ -107,6 +111,13 @@ def test_opening_a_file_that_failed_says_why_not_did_you_mean(server: MCPServer)
         ), message
     skipped = call(server, "open", {"source": "code", "path": "src/app/__init__.py"})["error"]
     assert skipped == "open: code:src/app/__init__.py is not indexed (skipped): empty file"
+    # A file under a folder the scan did not follow or could not list: the folder's reason.
+    inside = call(server, "open", {"source": "docs", "path": "archive/old.pdf"})["error"]
+    assert inside == (
+        "open: docs:archive/old.pdf is not indexed: its folder 'archive/': a symbolic link to "
+        "a folder outside the source; not followed (only what is inside the source folder is "
+        "indexed)"
+    ), inside
     # A file nobody knows of still gets close matches.
     unknown = call(server, "open", {"source": "docs", "path": "papr.pdf"})["error"]
     assert unknown == "open: no indexed note at docs:papr.pdf; did you mean 'paper.pdf'?"
