@@ -194,32 +194,44 @@ def index(ctx: Context, sources: tuple[str, ...], full: bool, as_json: bool, pro
 @click.option("--source", "sources", multiple=True, help="Only this source (repeatable).")
 @click.option("--kind", "kinds", multiple=True, help="Only this kind of source (repeatable).")
 @click.option(
-    "--path", "path_prefix", help="Only paths under this prefix (relative to the source)."
+    "--path", "path_prefix", help="Only paths starting with this (relative to the source)."
 )
 @click.option(
-    "--tag", "tags", multiple=True, help="Only notes with this tag (repeatable: all must match)."
+    "--tag", "tags", multiple=True, help="Only items with this tag (repeatable: all must match)."
 )
 @click.option(
-    "--after", help="Only files modified (commits made) on or after this date (YYYY-MM-DD)."
+    "--after",
+    help="Only items dated on or after this (YYYY-MM-DD): each item's own date (a commit's, "
+    "a message's Date, a feed entry's, a note's frontmatter or file-name date), else the "
+    "file's modification time.",
 )
-@click.option("--before", help="Only files modified (commits made) before this date (YYYY-MM-DD).")
+@click.option("--before", help="Only items dated before this (YYYY-MM-DD), as for --after.")
 @click.option(
-    "--type", "types", multiple=True, help="Only this file type: pdf, md, docx… (repeatable)."
+    "--type",
+    "types",
+    multiple=True,
+    help="Only this file type: pdf, md, docx…, a code file's language (python, or py), "
+    "commit, email, entry (repeatable).",
 )
 @click.option(
-    "--language", "languages", multiple=True, help="Only code in this language (repeatable)."
+    "--language",
+    "languages",
+    multiple=True,
+    help="Only code in this language: python, go… or py, golang, c++ (repeatable).",
 )
 @click.option(
     "--symbol",
     "symbols",
     multiple=True,
-    help="Only code defining this function or class: retry or Client.retry (repeatable).",
+    help="Only code defining this function, method or class: retry or Client.retry; a hit "
+    "shows the one that matched (repeatable).",
 )
 @click.option(
     "--author",
     "authors",
     multiple=True,
-    help="Only commits, books or feed entries by this name or e-mail (repeatable).",
+    help="Only commits, messages (by sender), books or feed entries by this name or e-mail "
+    "(repeatable).",
 )
 @click.option(
     "--from", "senders", multiple=True, help="Only mail from this name or address (repeatable)."
