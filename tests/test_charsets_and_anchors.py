@@ -19,13 +19,16 @@ from lxml import etree
 from rag_assets.formats.model import ParsedDocument, ParseOptions
 from rag_assets.formats.router import parse_file
 from rag_serving.charsets import codec_for, decode_declared
-from rag_serving.config import RaglineConfig
+from rag_serving.config import FeedsSourceConfig, RaglineConfig
+from rag_serving.feeds import archive
+from rag_serving.feeds.archive import list_archived_entries
 from rag_serving.feeds.fetch import fetch_feed
 from rag_serving.feeds.parse import Feed, parse_feed
+from rag_serving.feeds.poll import refresh_feeds
 from rag_serving.mailstore.message import read_message
 from rag_serving.search.engine import SearchEngine
 from tests.conftest import SHARED_DATA, build_index, write_config
-from tests.feed_server import FeedServer
+from tests.feed_server import FeedServer, lan_address, rss
 
 QQ_TITLE = "腾讯网 - 中国领先的综合门户网站"
 QQ_HEADING = "朱镕基谈经济改革：稳中求进"
@@ -503,3 +506,136 @@ def test_hits_and_mcp_open_agree_on_the_contents_anchor(books: RaglineConfig) ->
     )
     assert title_page.section == "The Waste Land" and "T.S. Eliot" in title_page.text
     assert "April" not in title_page.text
+
+
+# ---- item 9 (first half): a web page in an OPML file ------------------------------------
+
+
+def page(title: str, links: str = "") -> bytes:
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"
+        f"<link rel='stylesheet' href='/style.css'>{links}</head>"
+        f"<body><h1>{title}</h1><p>Welcome to {title}.</p></body></html>"
+    ).encode()
+
+
+def opml_naming(path: Path, urls: dict[str, str]) -> Path:
+    outlines = "".join(f'<outline text="{name}" xmlUrl="{url}"/>' for name, url in urls.items())
+    path.write_text(
+        f'<opml version="2.0"><body><outline text="Sites">{outlines}</outline></body></opml>'
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def lan():
+    """A server on this machine's network address: a site elsewhere, as far as the
+    address checks can tell (a private-network address, not loopback)."""
+    with FeedServer(host=lan_address()) as running:
+        yield running
+
+
+def test_a_web_page_in_an_opml_file_is_read_through_the_feed_it_names(
+    tmp_path: Path, server: FeedServer
+) -> None:
+    # a WordPress-like page: its REST record first (application/json, not a feed),
+    # then its posts feed, then its comments feed; relative links, a <base>
+    server.put(
+        "/blog/",
+        page(
+            "Harbour blog",
+            "<base href='/blog/'>"
+            "<link rel='alternate' type='application/json' href='/wp-json/wp/v2/pages/7'>"
+            "<link rel='alternate' type='application/rss+xml' title='Feed' href='feed.xml'>"
+            "<link rel='alternate' type='application/rss+xml' title='Comments' href='comments.xml'>",
+        ),
+        "text/html; charset=utf-8",
+    )
+    server.put("/blog/feed.xml", rss("Harbour blog", "Tugs at dawn", "Ferry timetable"))
+    server.put(
+        "/about.html",
+        page("About us", "<link rel='alternate' hreflang='fr' href='/fr/'>"),
+        "text/html",
+    )
+    # a page whose only feed link leads to a file of this machine
+    server.put(
+        "/sneaky.html",
+        page(
+            "Sneaky", "<link rel='alternate' type='application/atom+xml' href='file:///etc/passwd'>"
+        ),
+        "text/html",
+    )
+    # a feed a careless server sends as text/html is still a feed
+    server.put("/as-html.xml", rss("Careless", "Served as HTML"), "text/html")
+    opml = opml_naming(
+        tmp_path / "subs.opml",
+        {
+            "Blog": server.url("/blog/"), "About": server.url("/about.html"),
+            "Sneaky": server.url("/sneaky.html"), "Careless": server.url("/as-html.xml"),
+        },
+    )  # fmt: skip
+    config = FeedsSourceConfig(name="n", kind="feeds", opml=opml, timeout_seconds=3)
+    state_dir = tmp_path / "state"
+    report = refresh_feeds(config, state_dir)
+    outcomes = {o.url: o for o in report.outcomes}
+    blog = outcomes[server.url("/blog/")]
+    assert (blog.status, blog.new) == ("fetched", 2)
+    about = outcomes[server.url("/about.html")]
+    assert about.status == "error" and about.message == (
+        f"{server.url('/about.html')}: a web page, not a feed, and it names no feed (no <link "
+        'rel="alternate"> to an RSS, Atom or JSON feed); list the site\'s feed address instead'
+    )
+    assert "names no feed" in (outcomes[server.url("/sneaky.html")].message or "")
+    assert outcomes[server.url("/as-html.xml")].status == "fetched"
+    for name in ("/about.html", "/sneaky.html"):  # once a "malformed feed … tell the owner"
+        message = outcomes[server.url(name)].message or ""
+        assert "malformed" not in message and "owner" not in message and "\n" not in message
+    spec = next(s for s in archive.configured_feeds(config) if s.url == server.url("/blog/"))
+    state = archive.load_state(state_dir, spec)
+    assert state is not None and state.feed_url == server.url("/blog/feed.xml")
+    assert state.title == "Harbour blog" and server.requests_for("/blog/comments.xml") == []
+    # the listing shows the page's entries under the page, and the pages without a feed
+    items = list(list_archived_entries(config, state_dir))
+    assert sum(i.key.startswith(spec.feed_id + "/") and not i.problem for i in items) == 2
+    assert {i.problem for i in items if i.problem} >= {about.message}
+
+    # the next poll reads the remembered feed (conditionally: 304), not the page
+    pages_before = len(server.requests_for("/blog/"))
+    again = {o.url: o for o in refresh_feeds(config, state_dir, force=True).outcomes}
+    assert again[server.url("/blog/")].status == "not-modified"
+    assert len(server.requests_for("/blog/")) == pages_before
+    assert server.requests_for("/blog/feed.xml")[-1].status == 304
+
+    # the site moves its feed: the remembered one is gone (404), the page is asked again
+    del server.documents["/blog/feed.xml"]
+    server.put("/blog/", page("Harbour blog", "<link rel='alternate' type='application/atom+xml' href='/blog/atom.xml'>"), "text/html")  # fmt: skip
+    server.put(
+        "/blog/atom.xml",
+        b"<?xml version='1.0'?><feed xmlns='http://www.w3.org/2005/Atom'><title>Harbour blog</title>"
+        b"<entry><id>urn:x:3</id><title>Pilots</title><updated>2024-04-02T10:00:00Z</updated></entry></feed>",
+        "application/atom+xml",
+    )
+    moved = {o.url: o for o in refresh_feeds(config, state_dir, force=True).outcomes}
+    assert (moved[server.url("/blog/")].status, moved[server.url("/blog/")].new) == ("fetched", 1)
+    assert archive.load_state(state_dir, spec).feed_url == server.url("/blog/atom.xml")
+
+
+def test_a_page_elsewhere_may_not_name_a_feed_on_this_machine(
+    tmp_path: Path, server: FeedServer, lan: FeedServer
+) -> None:
+    """The feed a page names is fetched under the page's address rules: a page on a
+    private network may not lead the fetch to this machine's loopback."""
+    server.put("/secret.xml", rss("Secret", "the admin console's token"))
+    lan.put(
+        "/page.html",
+        page("Elsewhere", f"<link rel='alternate' type='application/rss+xml' href='{server.url('/secret.xml')}'>"),
+        "text/html",
+    )  # fmt: skip
+    config = FeedsSourceConfig(name="n", kind="feeds", opml=opml_naming(tmp_path / "s.opml", {"P": lan.url("/page.html")}), timeout_seconds=3)  # fmt: skip
+    [outcome] = refresh_feeds(config, tmp_path / "state").outcomes
+    assert outcome.status == "error" and outcome.message is not None
+    assert outcome.message.startswith(
+        f"{lan.url('/page.html')}: a web page, whose feed {server.url('/secret.xml')} cannot be "
+        f"fetched: {server.url('/secret.xml')}: refused to connect to"
+    )
+    assert server.requests_for("/secret.xml") == []  # never reached

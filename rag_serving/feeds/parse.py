@@ -27,6 +27,7 @@ import feedparser
 from feedparser.datetimes import _parse_date
 
 from rag_serving.charsets import codec_for, decode_declared
+from rag_serving.feeds.discover import feed_links, is_web_page
 from rag_serving.feeds.fetch import quoted
 from rag_serving.limits import DEFAULT_LIMITS
 
@@ -71,6 +72,9 @@ class Feed:
     entries: list[Entry] = field(default_factory=list)
     problem: str | None = None
     warning: str | None = None
+    # a web page's <link rel="alternate"> feeds, first the one to read (the page is
+    # then the ``problem``: the poll reads the feed instead, ``discover``)
+    feed_links: list[str] = field(default_factory=list)
 
 
 def parse_feed(
@@ -78,12 +82,27 @@ def parse_feed(
     headers: dict[str, str] | None,
     url: str,
     max_depth: int = DEFAULT_LIMITS.max_nesting_depth,
+    base_url: str | None = None,
 ) -> Feed:
     """``content`` of the feed at ``url`` (as messages name it) parsed; never raises
-    for bad content. ``max_depth``: how deep a JSON Feed may nest."""
+    for bad content. ``max_depth``: how deep a JSON Feed may nest. A web page is a
+    problem that names the feeds it links to (``base_url``: where it was fetched
+    from, for its relative links; default ``url``)."""
     headers = headers or {}
     if _looks_like_json(content, headers.get("content-type", "")):
         return parse_json_feed(content, url, max_depth)
+    if is_web_page(content, headers.get("content-type", "")):
+        links = feed_links(content, base_url or url)
+        if links:
+            return Feed(
+                problem=f"{url}: a web page, not a feed; the feed it names is {links[0]}",
+                feed_links=links,
+            )
+        return Feed(
+            problem=f"{url}: a web page, not a feed, and it names no feed (no <link "
+            'rel="alternate"> to an RSS, Atom or JSON feed); list the site\'s feed address '
+            "instead"
+        )
     content, headers, charset_warning = _as_browsers_read(content, headers, url)
     try:
         parsed = feedparser.parse(content, response_headers=headers)
