@@ -104,6 +104,21 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
      "open: `max_chars` must be an integer between 100 and 400000, got '1000'"),
     ("open", {"id": "x", "start_char": False},
      "open: `start_char` must be an integer of at least 0, got false"),
+    # An empty date is no date (it was read as no filter at all).
+    ("search", {"query": "x", "after": ""}, "search: after '' is not a date; use YYYY-MM-DD"),
+    ("search", {"query": "x", "before": " "}, "search: before ' ' is not a date; use YYYY-MM-DD"),
+    # The tool's own argument names, not the CLI's --after/--before.
+    ("search", {"query": "x", "after": "2024-06-01", "before": "2024-01-01"},
+     "search: after 2024-06-01 is not before before 2024-01-01: no item can match"),
+    # A guessed name that could mean two arguments names both.
+    ("search", {"query": "x", "folder": "a"},
+     "search: unknown argument `folder` (did you mean `folders` or `path_prefix`?)"),
+    ("search", {"query": "x", "since": "2024-01-01"},
+     "search: unknown argument `since` (did you mean `after`?)"),
+    ("search", {"query": "x", "until": "2024-01-01"},
+     "search: unknown argument `until` (did you mean `before`?)"),
+    ("search", {"query": "x", "language": "python"},
+     "search: unknown argument `language` (did you mean `languages`?)"),
 ]  # fmt: skip
 
 

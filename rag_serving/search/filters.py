@@ -270,7 +270,7 @@ def validate_filters(filters: SearchFilters, vocabulary: IndexVocabulary) -> Sea
     if filters.after and filters.before and filters.after >= filters.before:
         raise FilterError(
             f"--after {filters.after.isoformat()} is not before --before "
-            f"{filters.before.isoformat()}: no document can match"
+            f"{filters.before.isoformat()}: no item can match"
         )
     return filters
 
