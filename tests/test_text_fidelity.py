@@ -18,6 +18,9 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pymupdf
@@ -247,6 +250,43 @@ def test_ocr_is_not_used_for_a_script_its_languages_cannot_read() -> None:
     (warning,) = doc.warnings
     assert "unreadable characters on page 2" in warning
     assert "ocr_languages (eng) do not read Hangul (Tesseract's kor)" in warning
+
+
+def test_ocr_renders_no_more_pixels_than_the_cap(tmp_path: Path) -> None:
+    # The OCR device was given its area already in pixels and scaled it again: a page
+    # within [limits] max_image_pixels was rendered with zoom² times the pixels (7.7×
+    # at 200 dpi; 102 MB more peak memory here for a 4 Mpx page, now 21 MB).
+    side = 10 * 72
+    source = pymupdf.open()
+    page = source.new_page(width=side, height=side)
+    page.insert_textbox(
+        pymupdf.Rect(36, 36, side - 36, side - 36), "Harbour log " * 30, fontsize=24
+    )
+    scan = page.get_pixmap(dpi=100, colorspace=pymupdf.csGRAY)
+    scanned = pymupdf.open()
+    out = scanned.new_page(width=side, height=side)
+    out.insert_image(out.rect, stream=scan.tobytes("png"))
+    scanned.save(str(tmp_path / "scan.pdf"))
+    code = f"""
+        import json, resource
+        from pathlib import Path
+        import rag_assets.formats.pdf
+        from rag_assets.formats.model import options_for
+        from rag_assets.formats.router import parse_file
+        from rag_serving.limits import Limits
+        options = options_for(Limits(max_image_pixels=4_000_000))  # 200 dpi: 2000 × 2000
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        doc = parse_file(Path({str(tmp_path / "scan.pdf")!r}), "scan.pdf", "pdf", options)
+        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        print(json.dumps({{"kib": grown, "body": doc.body, "warnings": doc.warnings}}))
+    """
+    run = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert "harbour log" in result["body"].lower() and result["warnings"] == []
+    assert result["kib"] < 48 * 1024, result["kib"]  # 12 bytes per pixel of the cap
 
 
 # ---- item 3: compatibility characters --------------------------------------------------
