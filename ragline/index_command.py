@@ -5,7 +5,9 @@ run redirected to a file is never silent); or NDJSON events on stdout for progra
 that drive the indexer (``{"type": "progress" | "problem" | "source" | "complete"}``).
 Exit codes: 0 every run succeeded (items may have failed: the output says how
 many), 1 a run failed (its source indexes nothing: every item failed, or a step
-failed), 2 nothing could run (the config, a source's folder, the index).
+failed), 2 nothing could run (the config, a source's folder, the index). With
+``--progress ndjson``, the contract of indexer subprocesses: 1 is any partial
+failure, also a successful run of a source where items stand failed.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def run_index(
                 config, sources, full, events.progress, events.problem, events.outcome
             )
             events.complete(config, outcomes, time.perf_counter() - started)
-        return _exit_code(outcomes)
+        return 0 if all(outcome_kind(o) == "success" for o in outcomes) else 1
     if mode == "plain":
         with PlainProgress(_stderr_line) as plain:
             outcomes = index_sources(config, sources, full, plain.update, None, _print_outcome)

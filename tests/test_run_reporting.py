@@ -89,9 +89,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory, sample_vault: Path) -> dict[s
     (root / "notes" / "later broken.md").write_bytes(b"# Later\n\nna\xefve\n")
     again = ragline(config_path, "index", "--progress", "ndjson")
     notes = ragline(config_path, "index", "notes")
+    notes_ndjson = ragline(config_path, "index", "notes", "--progress", "ndjson")
     status = json.loads(ragline(config_path, "status", "--json").stdout)
     return {"root": root, "config_path": config_path, "first": first, "again": again,
-            "notes": notes, "status": {s["name"]: s for s in status["sources"]}}  # fmt: skip
+            "notes": notes, "notes_ndjson": notes_ndjson, "status": {s["name"]: s for s in status["sources"]}}  # fmt: skip
 
 
 def _one_line(text: str) -> str:
@@ -189,6 +190,12 @@ def test_some_failed_items_are_counted_and_a_rerun_says_they_are_unchanged(
         in line
     ), line
     assert "0 failed" not in line
+    # programs driving the indexer read items standing failed as a partial failure
+    partial = runs["notes_ndjson"]
+    assert partial.returncode == 1, partial.stderr[-3000:]
+    events = [json.loads(line) for line in partial.stdout.splitlines()]
+    [source] = [e for e in events if e["type"] == "source"]
+    assert (source["success"], source["outcome"]) == (True, "partial")
 
 
 def test_the_materialization_shows_the_problems_standing_beside_the_runs_own(
