@@ -19,6 +19,7 @@ from rag_serving.mcp import build_server
 from ragline.indexing import index_sources
 from tests.conftest import SHARED_DATA, write_config
 from tests.git_repos import make_repo
+from tests.test_mcp_tools import call
 
 PDFS = SHARED_DATA / "corpora" / "pdf"
 INBOX = """From alice@example.org Mon Jan 15 10:00:00 2024
@@ -76,19 +77,6 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> RaglineConfig:
 @pytest.fixture(scope="module")
 def server(mixed: RaglineConfig) -> MCPServer:
     return build_server(mixed)
-
-
-def call(server: MCPServer, name: str, arguments: dict[str, Any]) -> Any:
-    """The structured output of one call, or ``{"error": text}``."""
-
-    async def run() -> Any:
-        async with Client(server) as client:
-            result = await client.call_tool(name, arguments)
-        if result.is_error:
-            return {"error": result.content[0].text}
-        return result.structured_content
-
-    return anyio.run(run)
 
 
 def tool_schemas(server: MCPServer) -> dict[str, Any]:

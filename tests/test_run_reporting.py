@@ -31,9 +31,9 @@ import pytest
 from rag_serving.config import parse_config_file
 from tests.conftest import write_config
 from tests.feed_server import unused_port
+from tests.test_run_failures import journal_with_dead_embedder
 
 REPO = Path(__file__).resolve().parents[1]
-DEAD_OLLAMA = "http://127.0.0.1:9"
 
 
 def ragline(config_path: Path, *args: str, timeout: float = 400) -> subprocess.CompletedProcess:
@@ -308,15 +308,7 @@ def test_a_step_error_reaches_dagster_as_a_failure_with_its_cause(
     from rag_assets.definitions import defs
     from rag_assets.jobs import INDEX_JOB_NAME
 
-    vault = tmp_path / "journal"
-    shutil.copytree(sample_vault / "journal", vault)
-    config_path = write_config(
-        tmp_path, [{"name": "journal", "kind": "markdown", "path": str(vault)}]
-    )
-    config_path.write_text(
-        config_path.read_text()
-        + f'\n[embedder]\nprovider = "ollama"\nmodel = "m"\nhost = "{DEAD_OLLAMA}"\n'
-    )
+    config_path = journal_with_dead_embedder(tmp_path, sample_vault)
     monkeypatch.setenv("RAGLINE_CONFIG", str(config_path))
     with instance_for_test() as instance:
         instance.add_dynamic_partitions("sources", ["journal"])
