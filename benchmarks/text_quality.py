@@ -138,7 +138,7 @@ def share_table(before: dict[str, Any], after: dict[str, Any]) -> tuple[dict[str
     worst: list[tuple[int, str, dict[str, Any]]] = []
     for name, run in (("before", before), ("after", after)):
         chars = bad = private = 0
-        for rel, result in run["files"].items():
+        for result in run["files"].values():
             if "body" not in result:
                 continue
             c, u, p = unreadable_counts(result["body"])
