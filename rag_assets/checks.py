@@ -302,6 +302,75 @@ def items_table(rows: list[dict[str, Any]], total: int) -> TableMetadataValue:
     return MetadataValue.table(records, schema=items_indexed_schema())
 
 
+@dataclass(frozen=True)
+class StandingProblems:
+    """A source as the index holds it now, whichever run found what: its items, how
+    many are indexed, and the problems that stand (``file_issues``: a problem stays
+    until its item is fixed or removed)."""
+
+    items: int
+    indexed: int  # documents
+    failed: int
+    skipped: int
+    pending: int  # indexed, waiting for a deferred pass (OCR)
+    first_failed: tuple[str, str] | None = None  # (item, reason), the first by path
+
+    @property
+    def problems(self) -> int:
+        """Items not indexed because they failed or were skipped."""
+        return self.failed + self.skipped
+
+    @property
+    def nothing_indexed(self) -> bool:
+        """Every item failed or was skipped, at least one failed: the source serves
+        nothing because of errors (a source of 0 items, or only skipped ones, did not
+        fail)."""
+        return self.failed > 0 and self.indexed == 0
+
+    def metadata(self) -> dict[str, int]:
+        """The standing counts as materialization metadata, beside a run's own."""
+        return {
+            "problems_standing": self.problems,
+            "failed_standing": self.failed,
+            "skipped_standing": self.skipped,
+            "pending_standing": self.pending,
+        }
+
+    def nothing_indexed_message(self) -> str:
+        """One line: nothing of the source is indexed, the first reason, what to do."""
+        if self.skipped:
+            what = f"{self.failed} of its {self.items} items failed, {self.skipped} were skipped"
+        elif self.failed == 1:
+            what = "its one item failed"
+        else:
+            what = f"all {self.failed} of its items failed"
+        first = ""
+        if self.first_failed is not None:
+            path, reason = self.first_failed
+            first = f" (first: {_cut(printable(path), SUMMARY_PATH_CHARS)}: "
+            first += f"{_cut(' '.join(reason.split()), MESSAGE_CHARS)})"
+        return (
+            f"nothing is indexed: {what}{first}; `ragline status` lists them; fix them "
+            "and run the source again"
+        )
+
+
+def standing_problems(store: IndexStore, source: str) -> StandingProblems:
+    """The source's items, indexed documents and standing problems, from the index."""
+    scope = f"source = {sql_string(source)}"
+    rows = store.read("file_issues", where=scope, columns=["path", "severity", "message"])
+    issues = rows.to_pylist()
+    failed = sorted((r["path"], r["message"]) for r in issues if r["severity"] == "error")
+    return StandingProblems(
+        items=store.count("files", scope),
+        indexed=store.count("documents", scope),
+        failed=len(failed),
+        skipped=sum(1 for r in issues if r["severity"] == "skipped"),
+        pending=sum(1 for r in issues if r["severity"] == "pending"),
+        first_failed=failed[0] if failed else None,
+    )
+
+
 def items_indexed(store: IndexStore, source: str) -> CheckOutcome:
     """Every item of the source was indexed: fails (as a warning, never blocking) while
     some item is broken, skipped or waiting for deferred work, and lists them.

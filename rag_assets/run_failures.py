@@ -8,12 +8,17 @@ Dagster's implicit asset job, which takes no hooks."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
 from dagster import (
+    DagsterError,
     DefaultSensorStatus,
+    Failure,
     HookContext,
+    RetryRequested,
     RunFailureSensorContext,
     failure_hook,
     run_failure_sensor,
@@ -27,6 +32,32 @@ from rag_serving.index.store import IndexStore
 
 PARTITION_TAG = "dagster/partition"
 MESSAGE_LIMIT = 300
+
+
+class NothingIndexed(Failure):
+    """Every item of a source failed (none is indexed): the run fails, so the exit
+    code, the UI and `ragline status` say so. Raised by the last step, once the index
+    holds what the run found (documents of items that now fail removed everywhere);
+    recorded as a failure of ``STEP``, where the items failed."""
+
+    STEP = "parsed_documents"
+
+
+@contextmanager
+def readable_failure(source: str, step: str) -> Iterator[None]:
+    """Re-raise an error of a step as a ``Failure`` whose description is its one-line
+    cause (``error_summary``), chained to the error: Dagster shows a Failure's
+    description first, on the step and on the run's failure, where any other error
+    shows as "Error occurred while executing op …" with the cause further down."""
+    try:
+        yield
+    except (Failure, RetryRequested, DagsterError):
+        raise
+    except Exception as exc:
+        raise Failure(
+            description=error_summary(exc),
+            metadata={"source": source, "step": step, "error": type(exc).__name__},
+        ) from exc
 
 
 def one_line(message: str) -> str:
@@ -56,7 +87,8 @@ def error_summary(error: object) -> str:
     """What the user needs to read from a failure — a live exception or the serialised
     error a Dagster event carries: the outermost of ragline's own errors in its chain
     of causes (it says what to do, e.g. which Ollama host is down; the library error
-    under it does not), else the innermost cause; on one line."""
+    under it does not), else the innermost cause with its class name; on one line.
+    A live error and its serialised form read the same."""
     chain: list[object] = []
     while error is not None and len(chain) < 20:
         chain.append(error)
@@ -67,13 +99,18 @@ def error_summary(error: object) -> str:
     chosen = next((e for e in chain if _class_name(e) in ours), chain[-1])
     text = str(getattr(chosen, "message", chosen) or "").strip()
     name = _class_name(chosen)
-    if name in ours:
-        # a serialised error reads "rag_serving.errors.X: text"; ragline's text stands alone
-        head, _, rest = text.partition(": ")
-        text = rest if rest and head.endswith(name) else text
+    # a serialised error reads "module.Class: text"; the text stands alone
+    head, _, rest = text.partition(": ")
+    if rest and head.endswith(name) and " " not in head:
+        text = rest
+    if name in ours or name in _FAILURES:
         return " ".join(text.split()) or name
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else name
+    return f"{name}: {lines[-1]}" if lines else name
+
+
+# Failures ragline raises: their description is the whole message, on one line.
+_FAILURES = {"Failure", "NothingIndexed"}
 
 
 def _next_cause(error: object) -> object:
@@ -104,6 +141,8 @@ def record_failure(context: HookContext) -> None:
         return
     data_dir = context.resources.settings.load().data_dir
     step = context.step_key.split(".")[-1] if context.step_key else None
+    if isinstance(context.op_exception, NothingIndexed):
+        step = NothingIndexed.STEP
     try:
         record_run_failure(
             data_dir, source, context.run_id, step, error_summary(context.op_exception)
@@ -126,7 +165,10 @@ def run_failures(context: RunFailureSensorContext, settings: RaglineConfigResour
     if steps:
         event = steps[0]
         step = (event.step_key or "").split(".")[-1] or None
-        message = error_summary(getattr(event.event_specific_data, "error", None))
+        error = getattr(event.event_specific_data, "error", None)
+        if error is not None and error.cls_name == NothingIndexed.__name__:
+            step = NothingIndexed.STEP
+        message = error_summary(error)
     else:
         step, message = None, context.failure_event.message or "the run failed"
     record_run_failure(settings.load().data_dir, source, run.run_id, step, message)

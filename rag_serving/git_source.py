@@ -61,7 +61,9 @@ def resolve_head(config: GitSourceConfig, repo: GitRepository) -> str | None:
 
 
 def window_start(config: GitSourceConfig, now: datetime | None = None) -> datetime | None:
-    """The oldest commit date the history window keeps (None: no date limit)."""
+    """The oldest author date the history window keeps (None: no date limit): the
+    window holds the commits written in the last ``history_months``, by the date a
+    commit is shown and filtered by, wherever a rebase or ``git am`` put them."""
     if not config.history_months:
         return None
     return (now or datetime.now(UTC)) - timedelta(days=round(config.history_months * 30.44))

@@ -154,18 +154,36 @@ def source_name(target: str) -> str:
     "--full", is_flag=True, help="Rebuild completely (vectors of unchanged text are reused)."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@click.option(
+    "--progress",
+    type=click.Choice(["auto", "bar", "plain", "ndjson", "none"]),
+    default="auto",
+    show_default=True,
+    help="auto: a bar on a terminal, else plain lines on stderr (none with --json); "
+    "ndjson: one JSON event per line on stdout, for programs.",
+)
 @pass_context
 @handle_errors
-def index(ctx: Context, sources: tuple[str, ...], full: bool, as_json: bool) -> None:
-    """Index SOURCES (all configured sources when none is named) through Dagster."""
+def index(ctx: Context, sources: tuple[str, ...], full: bool, as_json: bool, progress: str) -> None:
+    """Index SOURCES (all configured sources when none is named) through Dagster.
+
+    Exit code 0: every run succeeded (items that failed are counted in the output);
+    1: a run failed (a step failed, or every item of a source failed); 2: nothing
+    could run (the config, a source's folder, the index)."""
     from rag_serving.config import require_usable
     from ragline.index_command import run_index
 
-    config = ctx.config
-    names = [config.source(name).name for name in sources]
-    require_usable(config, names or None)
-    ok = run_index(config, names, full, as_json)
-    sys.exit(0 if ok else 1)
+    if as_json and progress == "ndjson":
+        raise click.UsageError("--json and --progress ndjson both write to stdout; pick one")
+    try:
+        config = ctx.config
+        names = [config.source(name).name for name in sources]
+        require_usable(config, names or None)
+        code = run_index(config, names, full, as_json, progress)
+    except RaglineError as exc:
+        exc.exit_code = 2  # raised before or outside any run: nothing was indexed
+        raise
+    sys.exit(code)
 
 
 @cli.command()
@@ -176,32 +194,44 @@ def index(ctx: Context, sources: tuple[str, ...], full: bool, as_json: bool) -> 
 @click.option("--source", "sources", multiple=True, help="Only this source (repeatable).")
 @click.option("--kind", "kinds", multiple=True, help="Only this kind of source (repeatable).")
 @click.option(
-    "--path", "path_prefix", help="Only paths under this prefix (relative to the source)."
+    "--path", "path_prefix", help="Only paths starting with this (relative to the source)."
 )
 @click.option(
-    "--tag", "tags", multiple=True, help="Only notes with this tag (repeatable: all must match)."
+    "--tag", "tags", multiple=True, help="Only items with this tag (repeatable: all must match)."
 )
 @click.option(
-    "--after", help="Only files modified (commits made) on or after this date (YYYY-MM-DD)."
+    "--after",
+    help="Only items dated on or after this (YYYY-MM-DD): each item's own date (a commit's, "
+    "a message's Date, a feed entry's, a note's frontmatter or file-name date), else the "
+    "file's modification time.",
 )
-@click.option("--before", help="Only files modified (commits made) before this date (YYYY-MM-DD).")
+@click.option("--before", help="Only items dated before this (YYYY-MM-DD), as for --after.")
 @click.option(
-    "--type", "types", multiple=True, help="Only this file type: pdf, md, docx… (repeatable)."
+    "--type",
+    "types",
+    multiple=True,
+    help="Only this file type: pdf, md, docx…, a code file's language (python, or py), "
+    "commit, email, entry (repeatable).",
 )
 @click.option(
-    "--language", "languages", multiple=True, help="Only code in this language (repeatable)."
+    "--language",
+    "languages",
+    multiple=True,
+    help="Only code in this language: python, go… or py, golang, c++ (repeatable).",
 )
 @click.option(
     "--symbol",
     "symbols",
     multiple=True,
-    help="Only code defining this function or class: retry or Client.retry (repeatable).",
+    help="Only code defining this function, method or class: retry or Client.retry; a hit "
+    "shows the one that matched (repeatable).",
 )
 @click.option(
     "--author",
     "authors",
     multiple=True,
-    help="Only commits, books or feed entries by this name or e-mail (repeatable).",
+    help="Only commits, messages (by sender), books or feed entries by this name or e-mail "
+    "(repeatable).",
 )
 @click.option(
     "--from", "senders", multiple=True, help="Only mail from this name or address (repeatable)."
@@ -264,8 +294,8 @@ def search(
         kinds=kinds,
         path_prefix=path_prefix,
         tags=tags,
-        after=parse_date(after, "--after") if after else None,
-        before=parse_date(before, "--before") if before else None,
+        after=parse_date(after, "--after") if after is not None else None,
+        before=parse_date(before, "--before") if before is not None else None,
         types=types,
         languages=languages,
         symbols=symbols,

@@ -13,7 +13,34 @@ from typing import Any
 from rag_serving.config import RaglineConfig
 from rag_serving.errors import RaglineError
 
-QUIET_LOGGERS = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+# A failed step's traceback stays in the run's log (the UI shows it); the command
+# prints the one-line cause.
+QUIET_LOGGERS = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+
+
+@dataclass(frozen=True)
+class ProblemCounts:
+    """A source's problems after a run: those standing now (as `ragline status` lists
+    them) and how many of them this run found (it parsed those items)."""
+
+    failed: int = 0
+    skipped: int = 0
+    pending: int = 0  # indexed, waiting for a deferred pass (OCR)
+    found: int = 0  # failed or skipped items this run parsed
+
+    @property
+    def total(self) -> int:
+        """Items not indexed: failed or skipped."""
+        return self.failed + self.skipped
+
+    @property
+    def unchanged(self) -> int:
+        """Standing problems found by earlier runs (this run did not parse their items)."""
+        return max(0, self.total - self.found)
+
+    def as_json(self) -> dict[str, int]:
+        return {"failed": self.failed, "skipped": self.skipped, "pending": self.pending,
+                "found_by_this_run": self.found, "unchanged": self.unchanged}  # fmt: skip
 
 
 @dataclass
@@ -30,6 +57,35 @@ class SourceRunOutcome:
     def deferred_documents(self) -> int:
         """Documents whose costly work (OCR) is still queued after this run."""
         return int(self.metadata.get("parsed_documents", {}).get("deferred_documents", 0) or 0)
+
+    @property
+    def problems(self) -> ProblemCounts | None:
+        """The source's problems after this run; None when the run stopped before its
+        parse stage (or an older run's metadata lacks the standing counts)."""
+        docs = self.metadata.get("parsed_documents")
+        if not docs or "failed_standing" not in docs:
+            return None
+        return ProblemCounts(
+            failed=int(docs["failed_standing"]),
+            skipped=int(docs["skipped_standing"]),
+            pending=int(docs.get("pending_standing", 0)),
+            found=int(docs.get("failed", 0)) + int(docs.get("skipped", 0)),
+        )
+
+    @property
+    def items(self) -> int:
+        """The source's items (files, entries, commits…) the scan listed."""
+        return int(self.metadata.get("raw_files", {}).get("dagster/row_count", 0) or 0)
+
+    @property
+    def indexed(self) -> int:
+        """The source's documents indexed after this run."""
+        return int(self.metadata.get("parsed_documents", {}).get("dagster/row_count", 0) or 0)
+
+    @property
+    def chunks(self) -> int:
+        """The source's chunks served after this run."""
+        return int(self.metadata.get("embeddings", {}).get("dagster/row_count", 0) or 0)
 
 
 class InProcessIndexer:
@@ -120,8 +176,12 @@ def index_sources(
     names: list[str],
     full: bool,
     on_progress: Callable[[str, str, int, int], None] | None = None,
+    on_problem: Callable[[str, str, str, str], None] | None = None,
+    on_outcome: Callable[[SourceRunOutcome], None] | None = None,
 ) -> list[SourceRunOutcome]:
-    """Materialise the indexing chain for each named source (all when empty)."""
+    """Materialise the indexing chain for each named source (all when empty);
+    ``on_progress`` hears each stage's progress, ``on_problem`` each problem a run
+    finds (source, item, severity, reason), ``on_outcome`` each run as it ends."""
     selected = [config.source(name).name for name in names] or [s.name for s in config.sources]
     if not selected:
         raise RaglineError(
@@ -132,17 +192,25 @@ def index_sources(
     indexer = InProcessIndexer(config)
     indexer.add_partitions(selected)
     progress.set_reporter(on_progress)
-    outcomes = []
+    progress.set_problem_reporter(on_problem)
+    outcomes: list[SourceRunOutcome] = []
+
+    def ran(outcome: SourceRunOutcome) -> None:
+        outcomes.append(outcome)
+        if on_outcome is not None:
+            on_outcome(outcome)
+
     try:
         # Every source's first pass comes first, so its text documents are searchable
         # before any source spends minutes on OCR.
         for name in selected:
-            outcomes.append(indexer.run(name, {"ragline/full": "true"} if full else {}))
+            ran(indexer.run(name, {"ragline/full": "true"} if full else {}))
         for first in list(outcomes):
             if first.success and first.deferred_documents:
-                outcomes.append(indexer.run(first.source, {"ragline/pass": "deferred"}, True))
+                ran(indexer.run(first.source, {"ragline/pass": "deferred"}, True))
     finally:
         progress.set_reporter(None)
+        progress.set_problem_reporter(None)
     return outcomes
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import sys
@@ -14,6 +15,12 @@ import click
 
 from rag_serving.config import RaglineConfig
 from rag_serving.errors import ConfigError
+
+# Claude Code scopes: user (every project), project (.mcp.json, shared), local.
+SCOPES = ("user", "project", "local")
+# The variable an HTTP client line names when a token's secret is in the config.
+DEFAULT_TOKEN_VARIABLE = "RAGLINE_MCP_TOKEN"
+_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def server_command(config: RaglineConfig) -> list[str]:
@@ -58,21 +65,49 @@ def desktop_config(config: RaglineConfig, name: str) -> dict[str, Any]:
     return {"mcpServers": {name: entry}}
 
 
-def claude_code_line(config: RaglineConfig, name: str) -> str:
+def claude_code_line(config: RaglineConfig, name: str, scope: str = "user") -> str:
     """A ``claude mcp add`` command line for Claude Code (stdio)."""
     command = " ".join(shlex.quote(part) for part in server_command(config))
     # --env after the name: it takes several values, and must not swallow the name.
     env = " ".join(f"--env {shlex.quote(f'{k}={v}')}" for k, v in server_env(config).items())
-    return f"claude mcp add --transport stdio --scope user {shlex.quote(name)} {env} -- {command}"
-
-
-def claude_code_http_line(config: RaglineConfig, name: str) -> str:
-    """A ``claude mcp add`` line for the HTTP server (the token comes from $RAGLINE_MCP_TOKEN)."""
-    url = f"http://{config.mcp.host}:{config.mcp.port}/mcp"
     return (
-        f"claude mcp add --transport http {shlex.quote(name)} {url} "
-        '--header "Authorization: Bearer $RAGLINE_MCP_TOKEN"'
+        f"claude mcp add --transport stdio --scope {scope} {shlex.quote(name)} {env} -- {command}"
     )
+
+
+def http_url(config: RaglineConfig) -> str:
+    """Where a client on this machine reaches ``ragline mcp --http``."""
+    host = config.mcp.host
+    if host in ("0.0.0.0", "::", ""):  # every address: this machine's loopback is one
+        host = "127.0.0.1" if host != "::" else "::1"
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{config.mcp.port}/mcp"
+
+
+def claude_code_http_lines(config: RaglineConfig, name: str, scope: str = "user") -> list[str]:
+    """A comment and a ``claude mcp add`` line per ``[[mcp.tokens]]`` entry, in the same
+    ``scope`` as the stdio line. The header names the entry's ``token_env`` for the shell
+    to expand; an entry with its secret in the config gets ``$RAGLINE_MCP_TOKEN`` and a
+    note to export it (the secret is never printed)."""
+    lines: list[str] = []
+    for token in config.mcp.tokens:
+        sources = "all sources" if "*" in token.sources else "sources: " + ", ".join(token.sources)
+        variable = token.token_env or ""
+        note = f"# user {token.user!r} ({sources})"
+        if not _SHELL_NAME.fullmatch(variable):
+            what = (
+                f"its token is in ${variable}, which a shell cannot expand"
+                if variable
+                else "its token is written in the config"
+            )
+            note += f": {what}; export {DEFAULT_TOKEN_VARIABLE}=<that token> first"
+            variable = DEFAULT_TOKEN_VARIABLE
+        lines.append(note)
+        lines.append(
+            f"claude mcp add --transport http --scope {scope} {shlex.quote(name)} "
+            f'{http_url(config)} --header "Authorization: Bearer ${{{variable}}}"'
+        )
+    return lines
 
 
 def register(cli: click.Group, handle_errors: Callable[..., Any], pass_context: Any) -> None:
@@ -122,9 +157,13 @@ def register(cli: click.Group, handle_errors: Callable[..., Any], pass_context: 
     @cli.command("mcp-config")
     @click.option("--name", default="ragline", show_default=True, help="Server name in the client.")
     @click.option("--json", "as_json", is_flag=True, help="Print only the Claude Desktop JSON.")
+    @click.option(
+        "--scope", type=click.Choice(SCOPES), default="user", show_default=True,
+        help="Claude Code scope of the `claude mcp add` lines (stdio and HTTP alike).",
+    )  # fmt: skip
     @pass_context
     @handle_errors
-    def mcp_config(ctx: Any, name: str, as_json: bool) -> None:
+    def mcp_config(ctx: Any, name: str, as_json: bool, scope: str) -> None:
         """Print ready-to-paste MCP settings for Claude Desktop and Claude Code."""
         config: RaglineConfig = ctx.config
         desktop = json.dumps(desktop_config(config, name), indent=2)
@@ -134,7 +173,11 @@ def register(cli: click.Group, handle_errors: Callable[..., Any], pass_context: 
         click.echo("# Claude Desktop: merge into claude_desktop_config.json, then restart it")
         click.echo(desktop)
         click.echo("\n# Claude Code (stdio):")
-        click.echo(claude_code_line(config, name))
+        click.echo(claude_code_line(config, name, scope))
         if config.mcp.tokens:
-            click.echo("\n# Claude Code over HTTP (after `ragline mcp --http`):")
-            click.echo(claude_code_http_line(config, name))
+            click.echo(
+                "\n# Claude Code over HTTP (after `ragline mcp --http`), one line per "
+                "[[mcp.tokens]] entry: run the one for your token"
+            )
+            for line in claude_code_http_lines(config, name, scope):
+                click.echo(line)

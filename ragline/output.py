@@ -6,7 +6,7 @@ import json
 import re
 import sys
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -15,6 +15,9 @@ from rich.table import Table
 from rag_serving.search.engine import SearchHit, SearchResult
 from rag_serving.status import IndexStatus, SourceStatus, short_message
 from rag_serving.text import printable
+
+if TYPE_CHECKING:
+    from ragline.indexing import ProblemCounts, SourceRunOutcome
 
 console = Console()
 err_console = Console(stderr=True)
@@ -100,6 +103,58 @@ def _escape_keep_bold(text: str) -> str:
 def safe_text(text: str) -> str:
     """``text`` for a rich console: control characters escaped, markup literal."""
     return escape(printable(text))
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def problems_phrase(problems: ProblemCounts | None, items: int) -> str:
+    """A source's problems after a run, standing now (not only what the run found):
+    ``no problems``; ``4 problems unchanged (1 of 12 items failed, 3 skipped)``;
+    ``1 of 12 items failed, 3 skipped (2 found by this run)``."""
+    if problems is None:
+        return ""
+    if not problems.total:
+        return "no problems"
+    parts = []
+    if problems.failed:
+        parts.append(f"{problems.failed} of {_plural(items, 'item')} failed")
+    if problems.skipped:
+        parts.append(f"{problems.skipped} skipped")
+    counts = ", ".join(parts)
+    if not problems.found:
+        return f"{_plural(problems.total, 'problem')} unchanged ({counts})"
+    return f"{counts} ({problems.found} found by this run)"
+
+
+def outcome_line(o: SourceRunOutcome) -> str:
+    """One run of ``ragline index`` (and of ``ragline watch``) as a line of markup: what
+    changed, how the source stands (its problems, however old), the chunks."""
+    run = f"  [dim]run {o.run_id[:8]}[/]"
+    if not o.success:
+        return f"[bold red]✗ {safe_text(o.source)}: {safe_text(o.error or 'failed')}[/]{run}"
+    files = o.metadata.get("raw_files", {})
+    docs = o.metadata.get("parsed_documents", {})
+    emb = o.metadata.get("embeddings", {})
+    problems = o.problems
+    mark = "[yellow]✓[/]" if problems is not None and problems.failed else "[green]✓[/]"
+    state = problems_phrase(problems, o.items)
+    tail = f"; {state}" if state else ""
+    if problems is not None and problems.total:
+        tail += " — `ragline status` lists them"
+    if o.deferred_pass:
+        return (
+            f"{mark} {safe_text(o.source)} (deferred pass: OCR): {docs.get('changed', 0)} "
+            f"documents completed{tail}; {emb.get('embedded', 0)} chunks embedded in "
+            f"{o.seconds:.1f}s{run}"
+        )
+    return (
+        f"{mark} {safe_text(o.source)}: {_plural(o.items, 'item')} ({files.get('new', 0)} new, "
+        f"{files.get('changed', 0)} changed, {files.get('deleted', 0)} deleted), "
+        f"{o.indexed} indexed{tail}; {o.chunks} chunks ({emb.get('embedded', 0)} embedded) "
+        f"in {o.seconds:.1f}s{run}"
+    )
 
 
 def _pending(s: SourceStatus) -> str:

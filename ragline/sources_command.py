@@ -126,9 +126,10 @@ def register(cli: click.Group, handle_errors, pass_context) -> None:
     @handle_errors
     def add_command(ctx, path: str, name: str | None, kind: str | None) -> None:
         """Add a source for PATH to the config file, its kind detected: `.git` → git,
-        `metadata.db` → calibre, a Maildir, mbox or .eml files → mail, `.obsidian/`
-        or mostly Markdown → markdown, other folders → documents; a feed URL, feed
-        file or OPML file → feeds."""
+        `metadata.db` → calibre, a Maildir or a tree of Maildirs (nested, Maildir++),
+        mbox or .eml files → mail, `.obsidian/` or mostly Markdown → markdown, other
+        folders → documents; a feed URL, feed file or OPML file → feeds. The reason is
+        printed; --kind overrides it."""
         added, chosen, reason = add_source(ctx.config, path, name, kind)
         console.print(f"Added source {added!r}: kind {chosen} ({reason})")
         console.print(f"Next: ragline index {added}")

@@ -184,9 +184,11 @@ def test_the_cli_prints_a_book_hit_with_its_author_and_chapter(shelf: dict) -> N
 def test_the_metadata_section_comes_first_and_the_comments_are_text(shelf: dict) -> None:
     lib, ids = shelf["lib"], shelf["ids"]
     doc = documents(shelf["config"])[key_of(lib, ids["The Waste Land"], "epub")]
-    about, first = json.loads(doc["sections_json"])[:2]
+    about, first, chapter = json.loads(doc["sections_json"])[:3]
     assert (about["anchor"], about["line_start"]) == ("about", 1)
-    assert first["anchor"] == "chapter=1" and first["line_start"] == about["line_end"] + 2
+    # the book's title page, which no entry of its contents points at, then Chapter 1
+    assert first["anchor"] == "file=wasteland-content.xhtml"
+    assert first["line_start"] == about["line_end"] + 2 and chapter["anchor"] == "chapter=1"
     head = doc["body"].split("\n")[: about["line_end"]]
     assert head[:2] == ["The Waste Land", "by T. S. Eliot"]
     assert "Series: Modernist Poems #1" in head and "Rating: 5/5" in head

@@ -32,6 +32,7 @@ from rag_assets.formats.router import (
     file_type,
     parse_file,
 )
+from rag_assets.formats.text import UNREADABLE
 from tests.format_fixtures import (
     OCR_TEXT,
     encrypt_ooxml,
@@ -627,11 +628,13 @@ SKIPPED_PDFS = {
     "edge-cases/imagemagick-images.pdf",
     "edge-cases/imagemagick-lzw.pdf",
 }
-# image-only PDFs: no text layer, OCR left for the deferred pass
+# image-only PDFs: no text layer, OCR left for the deferred pass; and a page whose
+# sidebar is set in a font without a Unicode map (OCR of that area)
 DEFERRED_PDFS = {
     "edge-cases/cmyk-image.pdf",
     "edge-cases/grayscale-image.pdf",
     "real-world/issue-203-decimalize.pdf",
+    "docling-samples/redp5110_sampled.pdf",
 }
 
 
@@ -653,6 +656,8 @@ def test_every_corpus_pdf_parses_or_says_why() -> None:
             outcomes[rel] = "skipped: " + check_reason(exc)
         else:
             check_document(doc)
+            # no U+FFFD, control or private-use characters (issue 27: 0.11 % before)
+            assert not UNREADABLE.search(doc.body), (rel, UNREADABLE.findall(doc.body)[:5])
             page_count = doc.metadata["page_count"]
             pages += page_count
             numbers = [int(s.anchor.removeprefix("page=")) for s in doc.sections]
@@ -777,10 +782,12 @@ def test_every_corpus_epub_parses() -> None:
         check_document(doc)
         docs[path.name] = doc
         assert doc.title == EPUB_TITLES[path.name]
-        assert [s.anchor for s in doc.sections] == [
-            f"chapter={n}" for n in range(1, len(doc.sections) + 1)
-        ]
-        assert all(s.label and s.heading_path == (s.label,) for s in doc.sections)
+        # anchored by the table of contents (chapter=N, chapter=N.M) or by file
+        # (tests/test_charsets_and_anchors.py checks each against the book's contents)
+        anchors = [s.anchor for s in doc.sections]
+        assert len(set(anchors)) == len(anchors)
+        assert all(re.fullmatch(r"chapter=\d+(\.\d+)*|file=\S.*", a) for a in anchors)
+        assert all(s.label and s.heading_path for s in doc.sections)
     print(f"13 EPUBs in {time.perf_counter() - started:.1f}s")
     moby = docs["moby-dick.epub"]
     assert moby.metadata["author"] == "Herman Melville"

@@ -15,6 +15,7 @@ from pathlib import Path
 import lancedb
 import pytest
 
+from rag_assets.formats.router import PARSER_VERSIONS
 from rag_serving.config import parse_config_file
 from rag_serving.errors import IndexNeedsUpgradeError
 from rag_serving.search import SearchEngine, SearchFilters
@@ -68,7 +69,7 @@ def test_format_2_index_is_upgraded_in_place_without_re_embedding(tmp_path: Path
     assert engine.search("Danube", mode="bm25").hits  # the rebuilt Tantivy index answers
     docs = engine.store.read("documents", columns=["file_type", "facets", "parser"]).to_pylist()
     assert {(d["file_type"], tuple(d["facets"]), d["parser"]) for d in docs} == {
-        ("md", ("type:md",), "md/2")
+        ("md", ("type:md",), PARSER_VERSIONS["md"])
     }
     # A second run has nothing left to do.
     [again] = index_sources(config, [], full=False)

@@ -69,7 +69,7 @@ def test_names_are_folded_and_become_facet_groups() -> None:
         (SearchFilters(folders=("lists/lkm",)), "no indexed mail folder is 'lists/lkm'"),
         (SearchFilters(series=("modernist poem",)), "no indexed book is in series"),
         (SearchFilters(feeds=("lwn",)), "no indexed feed is titled 'lwn'"),
-        (SearchFilters(authors=("eliot",)), "no indexed commit, book or feed entry has author"),
+        (SearchFilters(authors=("eliot",)), "no indexed commit, message, book or feed entry has author"),
     ],
 )  # fmt: skip
 def test_an_unknown_name_is_an_error_with_close_matches(
@@ -78,3 +78,13 @@ def test_an_unknown_name_is_an_error_with_close_matches(
     with pytest.raises(FilterError) as raised:
         validate_filters(filters, VOCABULARY)
     assert message in str(raised.value)
+
+
+def test_types_take_the_language_aliases_and_keep_their_own() -> None:
+    """A code file's type is its language: ``py`` names it as ``languages`` does."""
+    filters = SearchFilters(
+        types=(" py", ".PY", "golang", "c++", "sh", "markdown", "htm", "pdf", "yaml"),
+        languages=(".py", "JS"),
+    ).normalized()
+    assert filters.types == ("python", "go", "cpp", "bash", "md", "html", "pdf", "yaml")
+    assert filters.languages == ("python", "javascript")

@@ -83,7 +83,55 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
      "reindex: `wait_seconds` must be a number between 0 and 3600, got -1"),
     ("reindex", {"source": "notes", "full": "maybe"}, "reindex: `full` must be true or false, got 'maybe'"),
     ("serch", {"query": "x"}, "unknown tool 'serch'; did you mean 'search'?"),
+    # No silent coercion: a string is not a boolean or a number, a boolean not a number
+    # (the SDK would read "yes" and "1" as true, "5" as 5 and true as 1).
+    ("reindex", {"source": "nope", "full": "yes"}, "reindex: `full` must be true or false, got 'yes'"),
+    ("reindex", {"source": "nope", "full": "true"},
+     "reindex: `full` must be true or false, got 'true'"),
+    ("reindex", {"source": "nope", "full": 1}, "reindex: `full` must be true or false, got 1"),
+    ("reindex", {"source": "nope", "wait_seconds": "5"},
+     "reindex: `wait_seconds` must be a number between 0 and 3600, got '5'"),
+    ("reindex", {"source": "nope", "wait_seconds": True},
+     "reindex: `wait_seconds` must be a number between 0 and 3600, got true"),
+    ("search", {"query": "x", "rerank": "yes"}, "search: `rerank` must be true or false, got 'yes'"),
+    ("search", {"query": "x", "rerank": 0}, "search: `rerank` must be true or false, got 0"),
+    ("search", {"query": "x", "k": "5"}, "search: `k` must be an integer between 1 and 100, got '5'"),
+    ("search", {"query": "x", "k": True}, "search: `k` must be an integer between 1 and 100, got true"),
+    ("search", {"query": "x", "k": 2.5}, "search: `k` must be an integer between 1 and 100, got 2.5"),
+    ("open", {"id": "x", "start_line": "3"},
+     "open: `start_line` must be an integer of at least 1, got '3'"),
+    ("open", {"id": "x", "max_chars": "1000"},
+     "open: `max_chars` must be an integer between 100 and 400000, got '1000'"),
+    ("open", {"id": "x", "start_char": False},
+     "open: `start_char` must be an integer of at least 0, got false"),
+    # An empty date is no date (it was read as no filter at all).
+    ("search", {"query": "x", "after": ""}, "search: after '' is not a date; use YYYY-MM-DD"),
+    ("search", {"query": "x", "before": " "}, "search: before ' ' is not a date; use YYYY-MM-DD"),
+    # The tool's own argument names, not the CLI's --after/--before.
+    ("search", {"query": "x", "after": "2024-06-01", "before": "2024-01-01"},
+     "search: after 2024-06-01 is not before before 2024-01-01: no item can match"),
+    # A guessed name that could mean two arguments names both.
+    ("search", {"query": "x", "folder": "a"},
+     "search: unknown argument `folder` (did you mean `folders` or `path_prefix`?)"),
+    ("search", {"query": "x", "since": "2024-01-01"},
+     "search: unknown argument `since` (did you mean `after`?)"),
+    ("search", {"query": "x", "until": "2024-01-01"},
+     "search: unknown argument `until` (did you mean `before`?)"),
+    ("search", {"query": "x", "language": "python"},
+     "search: unknown argument `language` (did you mean `languages`?)"),
 ]  # fmt: skip
+
+
+def test_a_whole_number_may_be_sent_as_a_float(server: MCPServer) -> None:
+    """JSON has one number type: 3.0 is the integer 3 (JSON Schema says so too)."""
+
+    async def run() -> Any:
+        async with Client(server) as client:
+            return await client.call_tool("search", {"query": "sourdough", "k": 3.0})
+
+    result = anyio.run(run)
+    assert not result.is_error, result.content
+    assert len(result.structured_content["hits"]) == 3
 
 
 @pytest.mark.parametrize(("tool", "arguments", "expected"), BAD_CALLS)

@@ -57,23 +57,33 @@ def write_token_config(directory: Path, config: RaglineConfig) -> Path:
 
 
 @pytest.fixture(scope="module")
-def url(sample_index: RaglineConfig, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def server_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the server writes its log (stderr): a file, which never fills up as a
+    pipe nobody reads would."""
+    return tmp_path_factory.mktemp("mcp-http-log") / "stderr.log"
+
+
+@pytest.fixture(scope="module")
+def url(
+    sample_index: RaglineConfig, tmp_path_factory: pytest.TempPathFactory, server_log: Path
+) -> Iterator[str]:
     config = write_token_config(tmp_path_factory.mktemp("mcp-http"), sample_index)
     port = free_port()
     env = dict(os.environ, RAGLINE_TEST_BOB_TOKEN=BOB)
     command = [sys.executable, "-m", "ragline.cli", "--config", str(config), "mcp", "--http"]
+    log = server_log.open("wb")
     proc = subprocess.Popen(
         [*command, "--port", str(port)],
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=log,
         start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise AssertionError(proc.stderr.read().decode() if proc.stderr else "exited")
+                raise AssertionError(server_log.read_text())
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
                 break
@@ -87,6 +97,7 @@ def url(sample_index: RaglineConfig, tmp_path_factory: pytest.TempPathFactory) -
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        log.close()
 
 
 def call(url: str, token: str, name: str, arguments: dict[str, Any], mode: str = "auto") -> Any:
@@ -128,7 +139,8 @@ def test_a_refused_token_says_why_in_one_line(url: str) -> None:
         "unknown bearer token: it matches no [[mcp.tokens]] entry": {
             "Authorization": "Bearer alice-token-0123456789abcdeX"
         },
-        "the Authorization header uses the 'Basic' scheme": {"Authorization": f"Basic {ALICE}"},
+        "malformed Authorization header: it uses the 'Basic' scheme; send `Authorization: "
+        "Bearer <token>`": {"Authorization": f"Basic {ALICE}"},
     }
     for reason, headers in cases.items():
         refused = post(url, headers)
@@ -137,6 +149,56 @@ def test_a_refused_token_says_why_in_one_line(url: str) -> None:
         assert body["error"] == "invalid_token" and body["error_description"].startswith(reason)
         assert reason in refused.headers["www-authenticate"]
         assert "alice-token" not in refused.text  # the secret is never echoed
+
+
+def test_a_header_without_a_scheme_is_not_echoed(url: str) -> None:
+    """A client that sends the bare secret (no "Bearer ") must not see it, or its first
+    characters, quoted back as a "scheme"."""
+    refused = post(url, {"Authorization": ALICE})
+    assert refused.status_code == 401
+    reason = refused.json()["error_description"]
+    assert reason.startswith("malformed Authorization header: it does not start with `Bearer `")
+    assert "alice" not in refused.text and "alice" not in refused.headers["www-authenticate"]
+
+
+def test_each_refused_request_is_logged_with_its_reason_never_the_token(
+    url: str, server_log: Path
+) -> None:
+    """Clients show "Failed to connect" for a 401; the server's log must say why."""
+    sent = {
+        "missing bearer token": {},
+        "unknown bearer token": {"Authorization": "Bearer alice-token-0123456789abcdeX"},
+        "malformed Authorization header: it uses the 'Basic' scheme": {
+            "Authorization": f"Basic {ALICE}"
+        },
+        "malformed Authorization header: it does not start with": {"Authorization": ALICE},
+        "malformed Authorization header: the token is in quotes": {
+            "Authorization": f'Bearer "{ALICE}"'
+        },
+        "malformed Authorization header: the token is an unexpanded shell variable": {
+            "Authorization": "Bearer $RAGLINE_MCP_TOKEN"
+        },
+    }
+    for headers in sent.values():
+        assert post(url, headers).status_code == 401
+    deadline = time.monotonic() + 10
+    while True:
+        log = " ".join(server_log.read_text(errors="replace").split())
+        missing = [r for r in sent if f"refused POST /mcp from 127.0.0.1: {r}" not in log]
+        if not missing or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert not missing, log[-3000:]
+    for secret in (ALICE, "alice-token", "0123456789abcdeX", "RAGLINE_MCP_TOKEN"):
+        assert secret not in log, secret
+
+
+def test_a_failed_file_is_explained_only_to_those_who_see_its_source(url: str) -> None:
+    opened = call(url, ALICE, "open", {"source": "notes", "path": "invalid utf8.md"})["error"]
+    assert opened.startswith("open: notes:invalid utf8.md failed to index: not valid UTF-8")
+    hidden = call(url, BOB, "open", {"source": "notes", "path": "invalid utf8.md"})["error"]
+    unknown = call(url, BOB, "open", {"source": "zzzzz", "path": "invalid utf8.md"})["error"]
+    assert _masked(hidden, "notes") == _masked(unknown, "zzzzz")
 
 
 def test_dns_rebinding_protection_stays_on(url: str) -> None:

@@ -85,3 +85,50 @@ def test_mcp_options_are_checked(sample_index: RaglineConfig) -> None:
     assert exposed.exit_code == 2 and "only allowed on a loopback address" in exposed.output
     no_tokens = runner.invoke(cli, ["--config", config_path, "mcp", "--http", "--port", "9"])
     assert no_tokens.exit_code == 2 and "[mcp] has no tokens" in no_tokens.output
+
+
+def test_mcp_config_http_lines_name_the_configured_variable_in_the_same_scope(
+    sample_index: RaglineConfig, tmp_path: Path
+) -> None:
+    """The HTTP line named $RAGLINE_MCP_TOKEN whatever the config said, and had no
+    --scope, so Claude Code put it in another scope (local) than the stdio line (user)."""
+    import tomli_w
+
+    secret = "b5f0c0e4a3d54d8f9a1e2c7d6b8a9f01"
+    payload = {
+        "data_dir": str(sample_index.data_dir),
+        "sources": [
+            {"name": s.name, "kind": s.kind, "path": str(s.path)} for s in sample_index.sources
+        ],
+        "mcp": {
+            "port": 9123,
+            "tokens": [
+                {"user": "me", "token_env": "MY_RAGLINE_SECRET", "sources": ["*"]},
+                {"user": "partner", "token": secret, "sources": ["notes"]},
+            ],
+        },
+    }
+    config_path = tmp_path / "ragline.toml"
+    config_path.write_bytes(tomli_w.dumps(payload).encode())
+    runner = CliRunner()
+    for scope in ("user", "project"):
+        args = ["--config", str(config_path), "mcp-config"]
+        result = runner.invoke(cli, [*args, "--scope", scope] if scope != "user" else args)
+        assert result.exit_code == 0, result.output
+        lines = result.output.splitlines()
+        stdio = [line for line in lines if line.startswith("claude mcp add --transport stdio")]
+        http = [line for line in lines if line.startswith("claude mcp add --transport http")]
+        assert len(stdio) == 1 and f"--scope {scope} ragline " in stdio[0]
+        assert http == [
+            f"claude mcp add --transport http --scope {scope} ragline "
+            'http://127.0.0.1:9123/mcp --header "Authorization: Bearer ${MY_RAGLINE_SECRET}"',
+            f"claude mcp add --transport http --scope {scope} ragline "
+            'http://127.0.0.1:9123/mcp --header "Authorization: Bearer ${RAGLINE_MCP_TOKEN}"',
+        ], result.output
+        # The inline secret is never printed; the line for it says what to export.
+        assert secret not in result.output
+        assert (
+            "# user 'partner' (sources: notes): its token is written in the config; "
+            "export RAGLINE_MCP_TOKEN=<that token> first"
+        ) in result.output
+        assert "# user 'me' (all sources)" in result.output

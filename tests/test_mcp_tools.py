@@ -152,7 +152,8 @@ def test_open_section(server: MCPServer) -> None:
         ({"source": "notes", "path": "../journal/2023-01-15.md"}, "no indexed note at notes:"),
         ({"source": "notes", "path": "/etc/passwd"}, "no indexed note at notes:"),
         ({"source": "notes", "path": "drafts/draft.tmp.md"}, "no indexed note"),  # excluded
-        ({"source": "notes", "path": "invalid utf8.md"}, "no indexed note"),  # failed to parse
+        # failed to parse: not there to open, and the error says why
+        ({"source": "notes", "path": "invalid utf8.md"}, "invalid utf8.md failed to index:"),
         ({"source": "nope", "path": "a.md"}, "unknown source 'nope'"),
         ({"id": "0123456789abcdef0123456789abcdef"}, "no indexed note or chunk has id"),
         ({"id": "' OR 1=1 --"}, "no indexed note or chunk has id"),

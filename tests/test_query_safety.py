@@ -183,6 +183,7 @@ def test_cli_after_year_one(index: RaglineConfig, mode: str) -> None:
         (["--after", "2024-02-30"], ["is not a date"]),
         (["--after", "2024-01-01T25:00"], ["is not a date"]),
         (["--after", "\x00"], ["is not a date"]),
+        (["--before", ""], ["--before '' is not a date"]),  # not "no filter"
         (["--after", "2024-06-01", "--before", "2024-01-01"], ["is not before --before"]),
         (["--after", "2024-01-01", "--before", "2024-01-01"], ["is not before --before"]),
     ],

@@ -23,6 +23,19 @@ from ragline.cli import cli
 from tests.conftest import build_index, write_config
 
 DEAD_OLLAMA = "http://127.0.0.1:9"  # nothing listens on the discard port here
+DEAD_EMBEDDER = f'\n[embedder]\nprovider = "ollama"\nmodel = "m"\nhost = "{DEAD_OLLAMA}"\n'
+
+
+def journal_with_dead_embedder(tmp_path: Path, sample_vault: Path) -> Path:
+    """A config of the sample journal whose embedder (Ollama) nothing serves: its runs
+    fail in the embeddings step."""
+    vault = tmp_path / "journal"
+    shutil.copytree(sample_vault / "journal", vault)
+    config_path = write_config(
+        tmp_path, [{"name": "journal", "kind": "markdown", "path": str(vault)}]
+    )
+    config_path.write_text(config_path.read_text() + DEAD_EMBEDDER)
+    return config_path
 
 
 def bump(path: Path) -> None:
@@ -91,16 +104,7 @@ def test_a_run_stopped_after_the_scan_leaves_staleness_visible(
 
 
 def test_status_shows_the_last_failed_run_and_its_cause(tmp_path: Path, sample_vault: Path) -> None:
-    vault = tmp_path / "journal"
-    shutil.copytree(sample_vault / "journal", vault)
-    config_path = write_config(
-        tmp_path, [{"name": "journal", "kind": "markdown", "path": str(vault)}]
-    )
-    text = config_path.read_text()
-    config_path.write_text(
-        text
-        + f'\n[embedder]\nprovider = "ollama"\nmodel = "nomic-embed-text"\nhost = "{DEAD_OLLAMA}"\n'
-    )
+    config_path = journal_with_dead_embedder(tmp_path, sample_vault)
     runner = CliRunner()
     indexed = runner.invoke(cli, ["--config", str(config_path), "index"])
     assert indexed.exit_code != 0
@@ -135,7 +139,7 @@ def test_status_shows_the_last_failed_run_and_its_cause(tmp_path: Path, sample_v
     assert seen.last_failure is not None and seen.last_failure.run_id == failure["run_id"]
 
     # Back to the bundled model: the next completed run supersedes the failure.
-    config_path.write_text(text)
+    config_path.write_text(config_path.read_text().replace(DEAD_EMBEDDER, ""))
     assert runner.invoke(cli, ["--config", str(config_path), "index"]).exit_code == 0
     again = json.loads(
         runner.invoke(cli, ["--config", str(config_path), "status", "--json"]).output
@@ -171,15 +175,8 @@ def test_the_change_sensor_retries_a_failed_run_with_backoff(
     from rag_assets.resources import RaglineConfigResource
     from rag_assets.sensors import source_changes
 
-    vault = tmp_path / "journal"
-    shutil.copytree(sample_vault / "journal", vault)
-    config_path = write_config(
-        tmp_path, [{"name": "journal", "kind": "markdown", "path": str(vault)}]
-    )
-    good = config_path.read_text()
-    config_path.write_text(
-        good + f'\n[embedder]\nprovider = "ollama"\nmodel = "m"\nhost = "{DEAD_OLLAMA}"\n'
-    )
+    config_path = journal_with_dead_embedder(tmp_path, sample_vault)
+    good = config_path.read_text().replace(DEAD_EMBEDDER, "")
     monkeypatch.setenv("RAGLINE_CONFIG", str(config_path))
     sensor = source_changes.build_source_changes_sensor(30)
 
@@ -233,15 +230,7 @@ def test_a_failed_run_of_the_ui_asset_job_is_recorded_by_the_sensor(
     from rag_assets.resources import RaglineConfigResource
     from rag_assets.run_failures import run_failures
 
-    vault = tmp_path / "journal"
-    shutil.copytree(sample_vault / "journal", vault)
-    config_path = write_config(
-        tmp_path, [{"name": "journal", "kind": "markdown", "path": str(vault)}]
-    )
-    config_path.write_text(
-        config_path.read_text()
-        + f'\n[embedder]\nprovider = "ollama"\nmodel = "m"\nhost = "{DEAD_OLLAMA}"\n'
-    )
+    config_path = journal_with_dead_embedder(tmp_path, sample_vault)
     monkeypatch.setenv("RAGLINE_CONFIG", str(config_path))
     with instance_for_test() as instance:
         instance.add_dynamic_partitions("sources", ["journal"])

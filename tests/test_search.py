@@ -176,3 +176,14 @@ def test_cli_human_output(sample_index: RaglineConfig) -> None:
     )
     assert result.exit_code == 0
     assert "2023-01-15.md" in result.output and "explain:" in result.output
+
+
+def test_cli_search_help_says_what_the_filters_match() -> None:
+    """--author matches message senders, dates are each item's own, --type takes the
+    aliases --language takes (issue 27 item 13)."""
+    text = " ".join(CliRunner().invoke(cli, ["search", "--help"]).output.split())
+    assert "commits, messages (by sender), books or feed entries" in text
+    assert "files modified (commits made)" not in text
+    assert "each item's own date (a commit's, a message's Date, a feed entry's" in text
+    assert "a code file's language (python, or py)" in text
+    assert "a hit shows the one that matched" in text

@@ -3,6 +3,7 @@ through the typed resources and returns counts as metadata."""
 
 import json
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 from dagster import (
@@ -20,9 +21,11 @@ from rag_assets import checks
 from rag_assets.assets.metadata import materialize_result
 from rag_assets.migrations import upgrade_index
 from rag_assets.partitions import sources_partitions
+from rag_assets.progress import report_problems, report_start
 from rag_assets.recovery import process_tags
 from rag_assets.resources import EmbedderResource, IndexStoreResource, RaglineConfigResource
-from rag_assets.sources import source_kind
+from rag_assets.run_failures import NothingIndexed, readable_failure
+from rag_assets.sources import SourceKind, source_kind
 from rag_assets.stages.chunk import chunk_source
 from rag_assets.stages.embed import embed_source, target_generation
 from rag_assets.stages.fulltext import sync_fulltext
@@ -49,6 +52,7 @@ SCOPE_LIMIT = 1000
 # Runs a person asked for (a UI run carries no launched_by tag).
 ON_DEMAND_LAUNCHERS = ("cli", "mcp")
 GROUP = "indexing"
+LOCATION_CHARS = 200  # of a source's location shown in metadata (a list of feeds)
 
 
 def _check_spec(name: str, asset: str, blocking: bool = False) -> AssetCheckSpec:
@@ -148,12 +152,19 @@ def run_scope(context: AssetExecutionContext) -> set[str] | None:
     return None if raw is None else set(json.loads(raw))
 
 
-def _source_metadata(source: FileSourceConfig) -> dict[str, object]:
-    """What the partition indexes: the source's kind and folder."""
-    return {
-        "source_kind": getattr(source, "kind", "files"),
-        "source_path": MetadataValue.path(str(source.path or "")),
-    }
+def _source_metadata(source: FileSourceConfig, kind: SourceKind) -> dict[str, object]:
+    """What the partition indexes: the source's kind and its folder or file; a source
+    without one (feeds) shows where its items come from instead (its feeds' URLs, its
+    OPML file's name)."""
+    metadata: dict[str, object] = {"source_kind": getattr(source, "kind", "files")}
+    if source.path is not None:
+        metadata["source_path"] = MetadataValue.path(str(source.path))
+    else:
+        location = kind.location
+        if len(location) > LOCATION_CHARS:
+            location = location[: LOCATION_CHARS - 1] + "…"
+        metadata["source_location"] = location or "-"
+    return metadata
 
 
 @asset(partitions_def=sources_partitions, pool=WRITER_POOL, group_name=GROUP, kinds={"lancedb"})
@@ -169,22 +180,27 @@ def raw_files(
     config = settings.load()
     source = _configured_source(context, config)
     _start_step(context)
-    store = index_store.store()
-    upgraded = upgrade_index(store, {s.name: s.language for s in config.sources})
-    if upgraded:
-        context.log.info(f"index upgraded in place: {upgraded}")
-    kind = source_kind(source, config.data_dir)
-    # Asked for by a person (CLI, UI, MCP) or a full rebuild: a kind that polls on a
-    # schedule (feeds) checks everything now, not only what is due.
-    launcher = context.run.tags.get(LAUNCHED_BY_TAG)
-    kind.on_demand = is_full_rebuild(context) or launcher is None or launcher in ON_DEMAND_LAUNCHERS
-    result = scan_source(store, kind, full=is_full_rebuild(context), changed=changed_paths(context))
-    extra = _source_metadata(source)
-    if result.scope is not None:
-        extra["scope"] = f"{len(result.scope)} item(s) at the changed paths"
-        if len(result.scope) <= SCOPE_LIMIT and _complete_in_target(store, source, embedder):
-            context.instance.add_run_tags(context.run_id, {SCOPE_TAG: json.dumps(result.scope)})
-    return materialize_result(result, extra=extra)
+    with readable_failure(source.name, "raw_files"):
+        store = index_store.store()
+        upgraded = upgrade_index(store, {s.name: s.language for s in config.sources})
+        if upgraded:
+            context.log.info(f"index upgraded in place: {upgraded}")
+        kind = source_kind(source, config.data_dir)
+        # Asked for by a person (CLI, UI, MCP) or a full rebuild: a kind that polls on a
+        # schedule (feeds) checks everything now, not only what is due.
+        launcher = context.run.tags.get(LAUNCHED_BY_TAG)
+        kind.on_demand = (
+            is_full_rebuild(context) or launcher is None or launcher in ON_DEMAND_LAUNCHERS
+        )
+        report_start(source.name, "scan")
+        full, changed = is_full_rebuild(context), changed_paths(context)
+        result = scan_source(store, kind, full=full, changed=changed)
+        extra = _source_metadata(source, kind)
+        if result.scope is not None:
+            extra["scope"] = f"{len(result.scope)} item(s) at the changed paths"
+            if len(result.scope) <= SCOPE_LIMIT and _complete_in_target(store, source, embedder):
+                context.instance.add_run_tags(context.run_id, {SCOPE_TAG: json.dumps(result.scope)})
+        return materialize_result(result, extra=extra)
 
 
 @asset(
@@ -195,32 +211,39 @@ def parsed_documents(
     context: AssetExecutionContext, settings: RaglineConfigResource, index_store: IndexStoreResource
 ) -> MaterializeResult:
     """Parsed documents (text with anchored sections, title, tags, links); broken items
-    recorded and skipped; costly work (OCR) queued for a deferred pass."""
+    recorded and skipped; costly work (OCR) queued for a deferred pass. Beside the
+    run's own counts, the problems standing now (``problems_standing`` …)."""
     config = settings.load()
     source = _configured_source(context, config)
     _start_step(context)
-    store = index_store.store()
-    result = parse_source(
-        store,
-        source_kind(source, config.data_dir),
-        full=is_full_rebuild(context),
-        run_id=context.run_id,
-        deferred_pass=is_deferred_pass(context),
-        only=run_scope(context),
-    )
-    # One summary: an event per problem costs seconds per thousand items (a committed
-    # node_modules/ of 100,000 files spent minutes writing them to the event log).
-    summary = checks.problems_summary(
-        source.name, ((p.path, p.severity, p.message) for p in result.problems)
-    )
-    if summary is not None:
-        context.log.warning(summary)
-    # Evaluated on every run from the source's recorded problems, so the check shows the
-    # source's current problems even when this run parsed none of the broken items.
-    outcome = checks.items_indexed(store, source.name)
-    return materialize_result(
-        result, [_check_result(outcome, AssetCheckSeverity.WARN)], extra=_source_metadata(source)
-    )
+    with readable_failure(source.name, "parsed_documents"):
+        store = index_store.store()
+        kind = source_kind(source, config.data_dir)
+        report_start(source.name, "parse")
+        result = parse_source(
+            store,
+            kind,
+            full=is_full_rebuild(context),
+            run_id=context.run_id,
+            deferred_pass=is_deferred_pass(context),
+            only=run_scope(context),
+        )
+        found = [(p.path, p.severity, p.message) for p in result.problems]
+        report_problems(source.name, found)
+        # One summary: an event per problem costs seconds per thousand items (a committed
+        # node_modules/ of 100,000 files spent minutes writing them to the event log).
+        summary = checks.problems_summary(source.name, found)
+        if summary is not None:
+            context.log.warning(summary)
+        # Evaluated on every run from the source's recorded problems, so the check shows
+        # the source's current problems even when this run parsed none of the broken items;
+        # the metadata shows them too, next to this run's own counts.
+        outcome = checks.items_indexed(store, source.name)
+        standing = checks.standing_problems(store, source.name)
+        return materialize_result(
+            result, [_check_result(outcome, AssetCheckSeverity.WARN)],
+            extra={**standing.metadata(), **_source_metadata(source, kind)},
+        )  # fmt: skip
 
 
 @asset(
@@ -237,11 +260,14 @@ def chunks(
     config = settings.load()
     source = _configured_source(context, config)
     _start_step(context)
-    result = chunk_source(
-        index_store.store(), source_kind(source, config.data_dir), config.chunking, embedder.embedder(),
-        full=is_full_rebuild(context), only=run_scope(context),
-    )  # fmt: skip
-    return materialize_result(result, extra=_source_metadata(source))
+    with readable_failure(source.name, "chunks"):
+        kind = source_kind(source, config.data_dir)
+        report_start(source.name, "chunk")
+        result = chunk_source(
+            index_store.store(), kind, config.chunking, embedder.embedder(),
+            full=is_full_rebuild(context), only=run_scope(context),
+        )  # fmt: skip
+        return materialize_result(result, extra=_source_metadata(source, kind))
 
 
 @asset(
@@ -260,8 +286,21 @@ def embeddings(
     embedder: EmbedderResource,
 ) -> MaterializeResult:
     """Vectors for every chunk, reused by text hash; published to the served table."""
-    source = _configured_source(context, settings.load())
+    config = settings.load()
+    source = _configured_source(context, config)
     _start_step(context)
+    with readable_failure(source.name, "embeddings"):
+        return _embeddings(context, config, source, index_store, embedder)
+
+
+def _embeddings(
+    context: AssetExecutionContext,
+    config: RaglineConfig,
+    source: FileSourceConfig,
+    index_store: IndexStoreResource,
+    embedder: EmbedderResource,
+) -> MaterializeResult:
+    report_start(source.name, "embed")
     store, model = index_store.store(), embedder.embedder()
     only = run_scope(context)
     result = embed_source(store, source, model, full=is_full_rebuild(context), only=only)
@@ -283,9 +322,10 @@ def embeddings(
         checks.vectors_have_recorded_dimension(store, generation, source.name, only),
     ]
     outcomes.append(checks.one_embedder_fingerprint(store, model.fingerprint))
+    kind = source_kind(source, config.data_dir)
     return materialize_result(
         result, [_check_result(o) for o in outcomes],
-        extra={**_source_metadata(source), "embedder": model.fingerprint.describe()},
+        extra={**_source_metadata(source, kind), "embedder": model.fingerprint.describe()},
     )  # fmt: skip
 
 
@@ -299,19 +339,34 @@ def fulltext_index(
     settings: RaglineConfigResource,
     index_store: IndexStoreResource,
     embedder: EmbedderResource,
-) -> MaterializeResult:
-    """The Tantivy BM25 index, kept equal to the LanceDB chunks of the source."""
+) -> Iterator[MaterializeResult | AssetCheckResult]:
+    """The Tantivy BM25 index, kept equal to the LanceDB chunks of the source.
+
+    The last step: a source none of whose items is indexed because they failed ends
+    here as a failed run (``NothingIndexed``), once every stage has brought the index
+    in line with what this run found (the check is still reported)."""
     config = settings.load()
     source = _configured_source(context, config)
     _start_step(context)
-    store, model = index_store.store(), embedder.embedder()
-    only = run_scope(context)
-    configured = [s.name for s in config.sources]
-    result = sync_fulltext(store, source, model, context.run_id, configured, only=only)
-    generation = target_generation(store, model)
-    outcome = checks.tantivy_matches_lancedb(store, generation, source.name, only)
-    extra = {**_source_metadata(source), "embedder": model.fingerprint.describe()}
-    result.extra.pop("generation", None)
-    if result.extra.pop("promoted_generation", None):
-        extra["search_switched_to"] = model.fingerprint.describe()
-    return materialize_result(result, [_check_result(outcome)], extra=extra)
+    with readable_failure(source.name, "fulltext_index"):
+        store, model = index_store.store(), embedder.embedder()
+        only = run_scope(context)
+        configured = [s.name for s in config.sources]
+        report_start(source.name, "fulltext")
+        result = sync_fulltext(store, source, model, context.run_id, configured, only=only)
+        generation = target_generation(store, model)
+        outcome = checks.tantivy_matches_lancedb(store, generation, source.name, only)
+        standing = checks.standing_problems(store, source.name)
+        kind = source_kind(source, config.data_dir)
+        extra = {**_source_metadata(source, kind), "embedder": model.fingerprint.describe()}
+        result.extra.pop("generation", None)
+        if result.extra.pop("promoted_generation", None):
+            extra["search_switched_to"] = model.fingerprint.describe()
+    if standing.nothing_indexed:
+        yield _check_result(outcome)
+        raise NothingIndexed(
+            description=standing.nothing_indexed_message(),
+            metadata={**standing.metadata(), "items": standing.items, "indexed": 0},
+            allow_retries=False,
+        )
+    yield materialize_result(result, [_check_result(outcome)], extra=extra)

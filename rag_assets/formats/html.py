@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from html.entities import html5 as html5_entities
 from pathlib import Path
@@ -30,6 +31,7 @@ from rag_assets.formats.text import (
     heading_line,
     markdown_safe,
 )
+from rag_serving.charsets import decode_declared, markup_charset
 from rag_serving.limits import DEFAULT_LIMITS
 
 __all__ = ["HtmlText", "decode_html", "html_text", "parse_html"]
@@ -81,6 +83,10 @@ class HtmlText:
     metadata: dict[str, Any] = field(default_factory=dict)
     landmark: bool = False  # the text came from <main> / <article>
     warnings: list[str] = field(default_factory=list)  # e.g. nesting read as plain text
+    heading_blocks: list[int] = field(default_factory=list)  # block of each heading
+    # (block, id) where each marked element starts, in document order: the text from
+    # that block on is the element's (``html_text(marks=...)``)
+    breaks: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -90,12 +96,13 @@ class HtmlText:
 # ---------------------------------------------------------------------------
 # decoding
 
-_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
-_XML_ENCODING = re.compile(rb"""^<\?xml[^>]+encoding\s*=\s*["']([A-Za-z0-9_.:-]+)""", re.I)
-
 
 def decode_html(data: bytes, warnings: list[str]) -> str:
-    """HTML bytes as text: BOM, then the declared charset, else UTF-8 (bad bytes replaced)."""
+    """HTML bytes as text, as browsers read them: a BOM, then the declared charset
+    (``<?xml encoding>``, ``<meta charset>``; WHATWG labels, so gb2312 reads as GB18030),
+    else UTF-8, with bad bytes replaced. A declaration that the bytes contradict while
+    they are valid UTF-8 is stale: the page is read as UTF-8, with a warning saying so
+    (``rag_serving.charsets``)."""
     for bom, codec in (
         (codecs.BOM_UTF8, "utf-8"),
         (codecs.BOM_UTF16_LE, "utf-16-le"),
@@ -105,21 +112,10 @@ def decode_html(data: bytes, warnings: list[str]) -> str:
             return data[len(bom) :].decode(codec, errors="replace")
     if b"\x00" in data[:BINARY_SNIFF_BYTES]:
         raise ItemSkipped("binary content (NUL bytes); not an HTML file")
-    head = data[:4096]
-    m = _XML_ENCODING.match(head) or _META_CHARSET.search(head)
-    codec = "utf-8"
-    if m:
-        name = m.group(1).decode("ascii", "replace").lower()
-        # The HTML standard reads latin-1 and ascii labels as windows-1252.
-        name = {"iso-8859-1": "cp1252", "latin1": "cp1252", "us-ascii": "cp1252"}.get(name, name)
-        try:
-            codec = codecs.lookup(name).name
-        except LookupError:
-            warnings.append(f"unknown charset {name!r} declared; read as UTF-8")
-    text = data.decode(codec, errors="replace")
-    if "\ufffd" in text and b"\xef\xbf\xbd" not in data:
-        warnings.append(f"bytes that are not valid {codec} were replaced")
-    return text
+    decoded = decode_declared(data, markup_charset(data), what="the page")
+    if decoded.warning:
+        warnings.append(decoded.warning)
+    return decoded.text
 
 
 # ---------------------------------------------------------------------------
@@ -315,8 +311,12 @@ class _Walker:
         max_depth: int,
         chrome: set[int] | None = None,
         chrome_total: int = 0,
+        marks: dict[int, list[str]] | None = None,
     ) -> None:
         self.skip = skip
+        self.marks = marks or {}  # element → the ids that start a part there
+        self.breaks: list[tuple[int, str]] = []
+        self.heading_blocks: list[int] = []
         self.layout = layout
         self.max_depth = max_depth
         self.chrome = chrome or set()  # menu-named elements, dropped when they hold little
@@ -344,6 +344,7 @@ class _Walker:
         level, self.heading = self.heading, 0
         line = heading_line(level, markdown_safe(text))
         if line:
+            self.heading_blocks.append(len(self.blocks))
             self.blocks.append(line)
             self.headings.append((level, line.lstrip("#").strip()))
 
@@ -371,6 +372,10 @@ class _Walker:
             if tag == "-text":
                 self.pieces.append(node.text_content or "")
                 continue
+            if self.marks and node.mem_id in self.marks:
+                if not self.heading:  # inside a heading the part starts at the heading
+                    self.flush()
+                self.breaks.extend((len(self.blocks), i) for i in self.marks.pop(node.mem_id))
             if not node.is_element_node or tag in _SKIP_TAGS or node.mem_id in self.skip:
                 continue
             if node.mem_id in self.chrome and chain < _CHROME_CHAIN:
@@ -452,6 +457,32 @@ def _chrome_candidates(root: Any) -> set[int]:
     return found
 
 
+def _marked(root: Any, ids: set[str], layout: set[int]) -> dict[int, list[str]]:
+    """The elements under ``root`` carrying one of ``ids`` (``id``, or ``name`` of an
+    ``<a>``), each id's first only. An element the walk reads whole (inside a data
+    table, a ``<pre>`` or a skipped element) marks that outermost one instead."""
+    found: dict[int, list[str]] = {}
+    for node in root.css("[id], a[name]"):
+        attrs = node.attributes
+        for value in (attrs.get("id"), attrs.get("name") if node.tag == "a" else None):
+            if not value or value not in ids:
+                continue
+            ids.discard(value)
+            target, up = node, node.parent
+            while up is not None and up.mem_id != root.mem_id:
+                if (
+                    up.tag == "pre"
+                    or up.tag in _SKIP_TAGS
+                    or (up.tag == "table" and up.mem_id not in layout)
+                ):
+                    target = up
+                up = up.parent
+            found.setdefault(target.mem_id, []).append(value)
+        if not ids:
+            break
+    return found
+
+
 def _meta(tree: Any) -> dict[str, Any]:
     metadata: dict[str, Any] = {}
     wanted = {
@@ -481,7 +512,13 @@ def _meta(tree: Any) -> dict[str, Any]:
     return metadata
 
 
-def html_text(html: str, boilerplate: bool = True, *, max_depth: int | None = None) -> HtmlText:
+def html_text(
+    html: str,
+    boilerplate: bool = True,
+    *,
+    max_depth: int | None = None,
+    marks: Collection[str] = (),
+) -> HtmlText:
     """Structural text of an HTML document.
 
     With ``boilerplate`` (web pages), ``<main>``/``<article>`` is preferred and
@@ -489,7 +526,9 @@ def html_text(html: str, boilerplate: bool = True, *, max_depth: int | None = No
     it (EPUB chapters, mail bodies, feed entries) everything in ``<body>`` except
     scripts and styles is kept. Elements nested deeper than ``max_depth`` (default
     ``[limits] max_nesting_depth``) are read as plain text, with a warning in
-    ``HtmlText.warnings``.
+    ``HtmlText.warnings``. ``marks``: ids (or ``<a name>``) of elements where a part
+    of the text starts (an EPUB table of contents' targets): the text is broken into
+    blocks there and ``HtmlText.breaks`` says where each one found starts.
     """
     from selectolax.lexbor import LexborHTMLParser
 
@@ -516,11 +555,15 @@ def html_text(html: str, boilerplate: bool = True, *, max_depth: int | None = No
     if root is None:
         return result
     total = len(root.text(deep=True) or "") if chrome else 0
-    walker = _Walker(skip, _layout_tables(root), limit, chrome, total)
+    layout = _layout_tables(root)
+    marked = _marked(root, set(marks), layout) if marks else {}
+    walker = _Walker(skip, layout, limit, chrome, total, marked)
     walker.walk(root)
     walker.flush()
     result.blocks = walker.blocks
     result.headings = walker.headings
+    result.heading_blocks = walker.heading_blocks
+    result.breaks = walker.breaks
     first_h1 = next((text for level, text in walker.headings if level == 1), None)
     result.title = title or first_h1
     if removed or walker.flattened:

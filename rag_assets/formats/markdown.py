@@ -46,6 +46,7 @@ __all__ = [
     "ParsedNote",
     "block_tokens",
     "line_offsets",
+    "note_date_from_name",
     "parse_markdown",
     "parse_markdown_document",
     "parse_markdown_file",
@@ -66,7 +67,9 @@ _MAX_VALUE_WARNINGS = 5
 HEADING_SOURCE_FACTOR = 8
 _HEADING_CHARS = "ragline_heading_chars"  # the cap, passed to the parser in ``env``
 
-_CREATED_KEYS = ("created", "date", "created_at", "date created")
+# A note's own date, first found first: ``date`` names the day a note is about (a
+# meeting, a Jekyll or Hugo post), ``created`` when it was written.
+_CREATED_KEYS = ("date", "created", "created_at", "date created")
 _UPDATED_KEYS = ("updated", "modified", "last_modified", "updated_at", "date modified")
 
 
@@ -402,6 +405,20 @@ def _get(meta: dict[str, Any], keys: Sequence[str]) -> tuple[str, Any] | None:
     return None
 
 
+def _first_date(meta: dict[str, Any], keys: Sequence[str], warnings: list[str]) -> datetime | None:
+    """The first of ``keys`` whose value is a date; one that is not is reported and the
+    next key is tried (``date: next tuesday`` beside a valid ``created``)."""
+    lowered = {str(k).strip().lower(): k for k in meta}
+    for key in keys:
+        real = key if key in meta else lowered.get(key)
+        if real is None or meta[real] in (None, "", []):
+            continue
+        found = _to_datetime(str(real), meta[real], warnings)
+        if found is not None:
+            return found
+    return None
+
+
 def _string_list(value: Any, split: bool) -> list[str]:
     items: Iterable[Any]
     if isinstance(value, str):
@@ -445,6 +462,50 @@ def _to_datetime(key: str, value: Any, warnings: list[str]) -> datetime | None:
         return result.astimezone(UTC)
     except OverflowError:  # 0001-01-01T00:00+05:00 is before the first datetime in UTC
         warnings.append(f"frontmatter {key!r} is out of range in UTC ({str(value)!r}); ignored")
+        return None
+
+
+# ---------------------------------------------------------------------------
+# a date in a note's file name
+
+# A day: 2024-01-15, 2024_01_15 (Logseq), 2024.01.15 or 20240115, anywhere in the name
+# but not inside a longer number (a 12-digit Zettelkasten id is not read as a day).
+_NAME_DAY = re.compile(r"(?<!\d)(\d{4})([-_.]?)(\d{2})\2(\d{2})(?![\d])")
+_NAME_WEEK = re.compile(r"(?<!\d)(\d{4})-?[Ww](\d{2})(?![\d])")  # 2024-W03
+# Whole names only: a month or quarter anywhere else is too often something else.
+_NAME_MONTH = re.compile(r"(\d{4})-(\d{2})")  # 2024-01 (a monthly note)
+_NAME_QUARTER = re.compile(r"(\d{4})-[Qq]([1-4])")  # 2024-Q2
+
+
+def note_date_from_name(path: str) -> datetime | None:
+    """The date a daily, weekly, monthly or quarterly note's file name gives (midnight
+    UTC of the day; a week's Monday, a month's or quarter's first day), None when its
+    name holds no valid date. Only the file name counts, never its folders."""
+    stem = PurePosixPath(path).stem
+    day: date | None = None
+    if (whole := _NAME_MONTH.fullmatch(stem)) is not None:
+        day = _valid_day(int(whole.group(1)), int(whole.group(2)), 1)
+    elif (whole := _NAME_QUARTER.fullmatch(stem)) is not None:
+        day = _valid_day(int(whole.group(1)), 3 * int(whole.group(2)) - 2, 1)
+    else:
+        for found in _NAME_DAY.finditer(stem):
+            day = _valid_day(int(found.group(1)), int(found.group(3)), int(found.group(4)))
+            if day is not None:
+                break
+        if day is None and (week := _NAME_WEEK.search(stem)) is not None:
+            try:
+                day = date.fromisocalendar(int(week.group(1)), int(week.group(2)), 1)
+            except ValueError:  # week 53 of a year that has 52
+                day = None
+    return None if day is None else datetime.combine(day, time(0, 0), UTC)
+
+
+def _valid_day(year: int, month: int, day: int) -> date | None:
+    if year < 1000:
+        return None
+    try:
+        return date(year, month, day)
+    except ValueError:
         return None
 
 
@@ -674,10 +735,8 @@ def parse_markdown(data: bytes, path: str) -> ParsedNote:
                     links.append(link)
     _scan_body(body, body_start_line, links, tags, seen)
 
-    created_item = _get(meta, _CREATED_KEYS)
-    updated_item = _get(meta, _UPDATED_KEYS)
-    created = _to_datetime(*created_item, warnings) if created_item else None
-    updated = _to_datetime(*updated_item, warnings) if updated_item else None
+    created = _first_date(meta, _CREATED_KEYS, warnings)
+    updated = _first_date(meta, _UPDATED_KEYS, warnings)
 
     return ParsedNote(
         path=path,

@@ -21,6 +21,8 @@ import os
 import re
 import shutil
 import subprocess
+import unicodedata
+from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -41,6 +43,7 @@ __all__ = [
     "page_ranges",
     "tessdata_dir",
     "too_large_reason",
+    "unread_script",
 ]
 
 OCR_DPI = 200  # Tesseract's accuracy plateaus around 200-300 dpi; cost grows with pixels
@@ -121,6 +124,58 @@ def _ocr_available(languages: tuple[str, ...]) -> str | None:
     return None
 
 
+# The script each common Tesseract language reads (by the first word of Unicode's
+# character names); a language not listed is trusted to read anything.
+_SCRIPT_LANGUAGES = {
+    "LATIN": "eng afr aze bos cat ces cym dan deu eng enm epo est eus fil fin fra frk frm gla "
+    "gle glg hat hrv hun ind isl ita lat lav lit ltz mlt msa nld nor oci pol por ron slk "
+    "slv spa sqi swa swe tgl tur uzb vie yor",
+    "CYRILLIC": "bel bul kaz kir mkd mon rus srp tat tgk ukr",
+    "GREEK": "ell grc",
+    "ARABIC": "ara fas kur pus snd uig urd",
+    "HEBREW": "heb yid",
+    "DEVANAGARI": "hin mar nep san",
+    "BENGALI": "asm ben",
+    "TAMIL": "tam",
+    "THAI": "tha",
+    "HANGUL": "kor kor_vert",  # the first code of each script is the one suggested
+    "CJK": "chi_sim chi_sim_vert chi_tra chi_tra_vert jpn jpn_vert",
+    "HIRAGANA": "jpn jpn_vert",
+    "KATAKANA": "jpn jpn_vert",
+}
+_LANGUAGE_SCRIPTS: dict[str, set[str]] = {}
+for _script, _codes in _SCRIPT_LANGUAGES.items():
+    for _code in _codes.split():
+        _LANGUAGE_SCRIPTS.setdefault(_code, set()).add(_script)
+MIN_SCRIPT_LETTERS = 20
+
+
+def unread_script(languages: Sequence[str], text: str) -> str | None:
+    """A script that at least a quarter of ``text``'s letters are in and none of the
+    Tesseract ``languages`` reads, and a language that does (``"Hangul (Tesseract's
+    kor)"`` for Korean text and ``eng``), else None.
+
+    OCR of one script by another script's model gives look-alike junk: a page whose
+    readable text shows such a script is OCR'd only with a language for it.
+    """
+    if any(lang not in _LANGUAGE_SCRIPTS for lang in languages):
+        return None
+    scripts: Counter[str] = Counter()
+    for char in text:
+        if char.isalpha():
+            scripts[unicodedata.name(char, "").split(" ", 1)[0]] += 1
+    letters = sum(scripts.values())
+    if letters < MIN_SCRIPT_LETTERS:
+        return None
+    read = set().union(*(_LANGUAGE_SCRIPTS[lang] for lang in languages))
+    for script, count in scripts.most_common():
+        if count * 4 < letters:
+            break
+        if script in _SCRIPT_LANGUAGES and script not in read:
+            return f"{script.title()} (Tesseract's {_SCRIPT_LANGUAGES[script].split()[0]})"
+    return None
+
+
 def ocr_dpi(
     width: float, height: float, wanted: float, max_pixels: int, floor: float
 ) -> int | None:
@@ -148,9 +203,16 @@ def too_large_reason(width: float, height: float, floor: float, max_pixels: int)
     )
 
 
-def ocr_textpage(page: pymupdf.Page, options: ParseOptions, dpi: int = OCR_DPI) -> Any:
-    """A ``TextPage`` recognised from ``page`` rendered at ``dpi`` (call ocr_available
-    first, and ocr_dpi for a ``dpi`` within the pixel cap).
+def ocr_textpage(
+    page: pymupdf.Page,
+    options: ParseOptions,
+    dpi: int = OCR_DPI,
+    clip: tuple[float, float, float, float] | None = None,
+) -> Any:
+    """A ``TextPage`` recognised from ``page`` (or only its ``clip`` area, in page
+    coordinates) rendered at ``dpi``; its coordinates are pixels of that rendering,
+    from the area's top left corner. Call ocr_available first, and ocr_dpi for a
+    ``dpi`` within the pixel cap.
 
     Raises whatever MuPDF / Tesseract raise; callers turn that into a warning
     (``text.short_error`` keeps it to one clean line).
@@ -160,17 +222,25 @@ def ocr_textpage(page: pymupdf.Page, options: ParseOptions, dpi: int = OCR_DPI) 
     mupdf = pymupdf.mupdf
     tessdata = tessdata_dir()
     zoom = dpi / 72
-    ctm = mupdf.FzMatrix(zoom, 0, 0, zoom, 0, 0)
     fz_page = page.this if isinstance(page.this, mupdf.FzPage) else mupdf.FzPage(page.this)
-    mediabox = mupdf.fz_transform_rect(mupdf.fz_bound_page(fz_page), ctm)
-    stext = mupdf.FzStextPage(mediabox)
+    if clip is None:
+        bounds = mupdf.fz_bound_page(fz_page)
+        clip = (bounds.x0, bounds.y0, bounds.x1, bounds.y1)
+    x0, y0, x1, y1 = clip
+    # The device sizes its pixmap as its area transformed by its matrix: the area is
+    # given in points from the origin and the page drawn shifted onto it. (Given an
+    # area already in pixels, it allocated zoom² times the pixels: 7.7× at 200 dpi.)
+    scale = mupdf.FzMatrix(zoom, 0, 0, zoom, 0, 0)
+    draw = mupdf.FzMatrix(zoom, 0, 0, zoom, -x0 * zoom, -y0 * zoom)
+    area = mupdf.FzRect(0, 0, x1 - x0, y1 - y0)
+    stext = mupdf.FzStextPage(mupdf.fz_transform_rect(area, scale))
     target = mupdf.fz_new_stext_device(stext, mupdf.FzStextOptions())
     device = mupdf.fz_new_ocr_device(
-        target, ctm, mediabox, 0, "+".join(options.ocr_languages), str(tessdata or ""), None, None
+        target, scale, area, 0, "+".join(options.ocr_languages), str(tessdata or ""), None, None
     )
     try:
         # The content is drawn with this matrix: that sets the pixels Tesseract gets.
-        mupdf.fz_run_page(fz_page, device, ctm, mupdf.FzCookie())
+        mupdf.fz_run_page(fz_page, device, draw, mupdf.FzCookie())
         mupdf.fz_close_device(device)
     finally:
         mupdf.fz_close_device(target)

@@ -33,6 +33,7 @@ from rag_assets.formats.model import (
     ParseOptions,
 )
 from rag_assets.formats.ocr import (
+    MAX_DPI,
     MIN_DPI,
     OCR_DPI,
     deferred_description,
@@ -41,13 +42,18 @@ from rag_assets.formats.ocr import (
     ocr_textpage,
     page_ranges,
     too_large_reason,
+    unread_script,
 )
 from rag_assets.formats.text import (
+    UNREADABLE,
+    cap_text,
     heading_line,
     is_placeholder_title,
     markdown_safe,
     require_content,
     short_error,
+    text_quality,
+    without_unreadable,
 )
 
 __all__ = ["parse_pdf", "pdf_date", "pymupdf_module", "text_blocks"]
@@ -67,14 +73,41 @@ OCR_MIN_CHARS = 4  # letters and digits OCR must find on a page for it to count
 # are ~20 MB and profiles a few MB; past the cap the font or profile is not loaded.
 MAX_FONT_BYTES = 32 << 20
 MAX_PROFILE_BYTES = 16 << 20
+# Text-layer quality: a line at least half of whose characters are unreadable
+# (text.UNREADABLE: a font without a Unicode map drew it) holds no text. Such lines
+# are left out, and read by OCR from the page's image when they hold at least
+# OCR_GAP_CHARS of them (a word or more; a lone symbol or bullet is not worth it).
+UNREADABLE_LINE_SHARE = 0.5
+OCR_GAP_CHARS = 8
+GAP_MARGIN = 3.0  # points around unreadable lines within which OCR'd lines are theirs
+GAP_POINTS = 10.0  # text smaller than this is OCR'd finer than OCR_DPI (up to MAX_DPI)
+SYMBOL_CHARS = 3  # fewer unreadable characters on a line of their own: a symbol
+LOST_WARN_CHARS = 8  # fewer unreadable characters in a document go without a warning
+WARN_RANGES = 8  # page ranges a warning lists before "…"
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Consecutive lines of a text block that hold no text, for OCR to read."""
+
+    bbox: tuple[float, float, float, float]
+    chars: int  # unreadable characters
+    lost: int  # of which replacement or control characters (not private-use)
+    fonts: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class Block:
-    """One text block of a page: its lines and the smallest font size among them."""
+    """One text block of a page: its lines and the smallest font size among them.
+
+    A block with a ``gap`` stands for lines without text (and has no lines);
+    ``dropped`` counts replacement and control characters taken out of ``lines``.
+    """
 
     lines: tuple[str, ...]
     size: float
+    gap: Gap | None = None
+    dropped: int = 0
 
 
 @dataclass
@@ -82,7 +115,28 @@ class _Page:
     number: int
     blocks: list[Block]
     heading_path: tuple[str, ...] = ()
-    ocr: bool = False
+    ocr: bool = False  # the whole page was recognised from its image
+    recognised: bool = False  # lines without text were read by OCR
+    pending: bool = False  # lines without text wait for the deferred OCR pass
+    unread: str = ""  # why lines without text were not read by OCR
+
+    @property
+    def gaps(self) -> list[Gap]:
+        return [b.gap for b in self.blocks if b.gap is not None]
+
+    def ocr_gaps(self) -> list[Gap]:
+        return [g for g in self.gaps if g.chars >= OCR_GAP_CHARS]
+
+    def lost(self) -> int:
+        """Characters of text the page's text layer holds unreadably (not counting
+        lines the deferred OCR pass will read, nor private-use symbols and bullets)."""
+        lost = sum(b.dropped for b in self.blocks)
+        for gap in self.gaps:
+            if gap.chars >= OCR_GAP_CHARS:
+                lost += 0 if self.pending else gap.chars
+            elif gap.lost >= SYMBOL_CHARS:
+                lost += gap.lost
+        return lost
 
 
 @lru_cache(maxsize=1)
@@ -174,8 +228,10 @@ def _title(raw: str, rel_path: str) -> str | None:
 def text_blocks(textpage_dict: dict[str, Any], ocr: bool = False) -> list[Block]:
     """Text blocks of ``TextPage.extractDICT()`` output, in MuPDF's order.
 
-    With ``ocr``, lines without a letter or digit are dropped (Tesseract reads specks
-    and rules on a scan as stray punctuation).
+    Unreadable characters (``text.UNREADABLE``) are dropped from lines; a run of
+    lines that are mostly unreadable becomes a block with a ``Gap`` (where they are,
+    for OCR). With ``ocr``, lines without a letter or digit are dropped (Tesseract
+    reads specks and rules on a scan as stray punctuation).
     """
     blocks: list[Block] = []
     for block in textpage_dict.get("blocks", ()):
@@ -183,19 +239,151 @@ def text_blocks(textpage_dict: dict[str, Any], ocr: bool = False) -> list[Block]
             continue
         lines: list[str] = []
         size = 0.0
+        dropped = 0
+        gap: list[_GapLine] = []
         for line in block.get("lines", ()):
             spans = line.get("spans", ())
             text = "".join(span.get("text", "") for span in spans).strip()
-            if not text or (ocr and not any(c.isalnum() for c in text)):
+            if not text:
                 continue
             # the size of the span holding most of the line (a superscript is no heading)
             main = max(spans, key=lambda s: len(s.get("text", "").strip()))
             line_size = float(main.get("size", 0.0))
+            if UNREADABLE.search(text):
+                quality = text_quality(text)
+                if quality.unreadable >= quality.chars * UNREADABLE_LINE_SHARE:
+                    if lines:
+                        blocks.append(Block(tuple(lines), round(size, 1), dropped=dropped))
+                        lines, dropped = [], 0
+                    gap.append(_GapLine.of(line, line_size))
+                    continue
+                dropped += _GapLine.of(line, line_size, skip_bullet=True).lost
+                text = without_unreadable(text).strip()
+            if not text or (ocr and not any(c.isalnum() for c in text)):
+                continue
+            if gap:
+                blocks.append(_gap_block(gap))
+                gap = []
             size = line_size if not lines else min(size, line_size)
             lines.append(text)
         if lines:
-            blocks.append(Block(tuple(lines), round(size, 1)))
+            blocks.append(Block(tuple(lines), round(size, 1), dropped=dropped))
+        if gap:
+            blocks.append(_gap_block(gap))
     return blocks
+
+
+# Fonts of symbols, dingbats and math signs: their glyphs are no text, mapped or not.
+_SYMBOL_FONT = re.compile(
+    r"wingding|webding|dingbat|symbol|marlett|mt ?extra|awesome|^cm(?:sy|ex)\d|^ms(?:am|bm)\d",
+    re.IGNORECASE,
+)
+# One to three unreadable characters before a line's text: a bullet or a box.
+_BULLET = re.compile(f"^(?:{UNREADABLE.pattern}){{1,3}}(?!{UNREADABLE.pattern})")
+
+
+@dataclass(frozen=True)
+class _GapLine:
+    """The unreadable characters of one line, symbol fonts' left out."""
+
+    bbox: tuple[float, float, float, float]
+    size: float
+    chars: int
+    lost: int
+    fonts: frozenset[str]
+
+    @classmethod
+    def of(cls, line: dict[str, Any], size: float, skip_bullet: bool = False) -> _GapLine:
+        chars = lost = 0
+        fonts: set[str] = set()
+        for i, span in enumerate(line.get("spans", ())):
+            text = span.get("text", "")
+            font = _clean(span.get("font"))
+            if not UNREADABLE.search(text) or _SYMBOL_FONT.search(font):
+                continue
+            if i == 0 and skip_bullet:
+                text = _BULLET.sub("", text.lstrip())
+            quality = text_quality(text)
+            chars += quality.unreadable
+            lost += quality.lost
+            if quality.unreadable and font:
+                fonts.add(font)
+        x0, y0, x1, y1 = line.get("bbox", (0.0, 0.0, 0.0, 0.0))
+        return cls((x0, y0, x1, y1), size, chars, lost, frozenset(fonts))
+
+
+def _gap_block(lines: list[_GapLine]) -> Block:
+    """A block standing for ``lines`` (``text_blocks``' mostly unreadable lines)."""
+    gap = Gap(
+        bbox=(
+            min(line.bbox[0] for line in lines),
+            min(line.bbox[1] for line in lines),
+            max(line.bbox[2] for line in lines),
+            max(line.bbox[3] for line in lines),
+        ),
+        chars=sum(line.chars for line in lines),
+        lost=sum(line.lost for line in lines),
+        fonts=tuple(sorted(frozenset().union(*(line.fonts for line in lines)))),
+    )
+    return Block((), round(min(line.size for line in lines), 1), gap=gap)
+
+
+# Right-to-left letters: Hebrew, Arabic (and Syriac, Thaana…) and their presentation forms.
+_RTL = re.compile("[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefc]")
+
+
+def _page_dict(textpage: Any) -> dict[str, Any]:
+    """``textpage.extractDICT()``, the characters of right-to-left ligatures in their
+    logical order.
+
+    A glyph standing for several characters (the Arabic lam-alef "لا") gives MuPDF its
+    first character with the glyph's width and the others with none, after it; putting
+    a right-to-left line in logical order then reverses them ("ال"), and normally typed
+    words with a lam-alef matched nothing. Only pages with right-to-left letters are
+    read character by character to fix that.
+    """
+    page = textpage.extractDICT()
+    if not any(
+        _RTL.search(span.get("text", ""))
+        for block in page.get("blocks", ())
+        for line in block.get("lines", ())
+        for span in line.get("spans", ())
+    ):
+        return page
+    raw = textpage.extractRAWDICT()
+    for block in raw.get("blocks", ()):
+        for line in block.get("lines", ()):
+            for span in line.get("spans", ()):
+                span["text"] = _logical_text(span.pop("chars", ()))
+    return raw
+
+
+def _logical_text(chars: list[dict[str, Any]]) -> str:
+    """A span's characters (``extractRAWDICT``), each run of zero-width right-to-left
+    characters that precedes the glyph it belongs to moved after it, in reverse."""
+    out: list[str] = []
+    i, n = 0, len(chars)
+    while i < n:
+        j = i
+        while j < n and _zero_width(chars[j]) and _RTL.match(chars[j]["c"]):
+            j += 1
+        if (
+            i < j < n
+            and _RTL.match(chars[j]["c"])
+            and abs(chars[j]["bbox"][2] - chars[i]["bbox"][0]) < 0.5
+        ):
+            out.append(chars[j]["c"])
+            out.extend(c["c"] for c in reversed(chars[i:j]))
+            i = j + 1
+        else:
+            out.append(chars[i]["c"])
+            i += 1
+    return "".join(out)
+
+
+def _zero_width(char: dict[str, Any]) -> bool:
+    x0, _y0, x1, _y1 = char.get("bbox", (0, 0, 1, 0))
+    return abs(x1 - x0) < 0.01
 
 
 def _body_size(pages: list[_Page]) -> float:
@@ -204,7 +392,8 @@ def _body_size(pages: list[_Page]) -> float:
         if page.ocr:
             continue
         for block in page.blocks:
-            sizes[block.size] += sum(len(line) for line in block.lines)
+            if block.lines:
+                sizes[block.size] += sum(len(line) for line in block.lines)
     return sizes.most_common(1)[0][0] if sizes else 0.0
 
 
@@ -221,7 +410,7 @@ def _is_heading_block(block: Block, body: float) -> bool:
 
 def _heading_levels(pages: list[_Page], body: float) -> dict[float, int]:
     """Font size -> heading level (1 = largest), or {} when sizes say nothing."""
-    blocks = [b for p in pages if not p.ocr for b in p.blocks]
+    blocks = [b for p in pages if not p.ocr for b in p.blocks if b.lines]
     sizes = sorted({round(b.size * 2) / 2 for b in blocks if _is_heading_block(b, body)})
     heading_count = sum(1 for b in blocks if _is_heading_block(b, body))
     # Slides and posters set most text large: then size marks no structure.
@@ -424,6 +613,159 @@ class _Resources:
 
 
 # ---------------------------------------------------------------------------
+# XFA forms
+
+# What an XFA-only form's pages show in a viewer that cannot render XFA.
+_XFA_PLACEHOLDER = re.compile(
+    r"please wait.{0,300}?(?:adobe reader|pdf viewer may not be able to display)",
+    re.IGNORECASE | re.DOTALL,
+)
+_XFA_PACKET = re.compile(r"\(([^()]*)\)\s*(\d+)\s+\d+\s+R")
+# Template elements holding what a form shows: static text, rich text, captions'
+# and choice lists' text, tooltips and spoken text.
+_XFA_TEXT = frozenset({"text", "exData", "speak", "toolTip"})
+# Template elements holding no shown text (scripts, bindings, patterns).
+_XFA_SKIP = frozenset(
+    {"script", "bind", "picture", "validate", "calculate", "event", "connect", "setProperty"}
+)
+
+
+def _xfa_packets(doc: Any) -> dict[str, int]:
+    """The XFA packets of the PDF's interactive form: name -> stream xref ({} when
+    it has no XFA); one stream holding the whole XDP is named "xdp"."""
+    try:
+        kind, value = doc.xref_get_key(doc.pdf_catalog(), "AcroForm/XFA")
+        if kind == "xref":
+            xref = int(value.split()[0])
+            if doc.xref_is_stream(xref):
+                return {"xdp": xref}
+            kind, value = "array", doc.xref_object(xref, compressed=True)
+    except Exception:  # no catalog or a broken form: no XFA to speak of
+        return {}
+    if kind != "array":
+        return {}
+    return {name: int(xref) for name, xref in _XFA_PACKET.findall(value)}
+
+
+def _xfa_only(doc: Any) -> bool:
+    """Whether the PDF's pages are only a placeholder for its XFA form (a "dynamic"
+    form, which viewers other than Adobe's show as "Please wait…")."""
+    try:
+        if doc.xref_get_key(doc.pdf_catalog(), "NeedsRendering") == ("bool", "true"):
+            return True
+        text = doc.load_page(0).get_text()[:4000]
+    except Exception:
+        return False
+    return bool(_XFA_PLACEHOLDER.search(text))
+
+
+def _xfa_document(
+    pymupdf: ModuleType, doc: Any, rel_path: str, options: ParseOptions
+) -> ParsedDocument | None:
+    """An XFA-only form as the text its XFA packets hold (the template's text and the
+    data filled in), or None for a PDF whose pages are its content.
+
+    Raises ``ItemSkipped`` when the form holds no text: its pages would index only
+    the viewer's "Please wait…" message.
+    """
+    packets = _xfa_packets(doc)
+    if not packets or not _xfa_only(doc):
+        return None
+    cap = options.limits.max_markup_part_bytes
+    lines: list[str] = []
+    oversize: list[str] = []
+    for name in ("xdp", "template", "datasets"):
+        xref = packets.get(name)
+        if xref is None:
+            continue
+        data = _stream_within(pymupdf, doc, xref, cap)
+        if data is None:
+            oversize.append(name)
+            continue
+        lines += _xfa_lines(data)
+    lines = [line for i, line in enumerate(lines) if line and (i == 0 or line != lines[i - 1])]
+    if not lines:
+        raise ItemSkipped(
+            'XFA form: its pages hold only a viewer\'s "Please wait" message and the form '
+            "no text; save it as a standard PDF from Adobe Acrobat to index it"
+        )
+    warnings = [
+        'XFA form: its pages hold only a viewer\'s "Please wait" message; indexed the '
+        "text of the form itself (labels, text and filled-in data), without pages"
+    ]
+    if oversize:
+        warnings.append(
+            f"XFA {', '.join(oversize)} larger than [limits] max_markup_part_bytes; not read"
+        )
+    body = cap_text("\n".join(markdown_safe(line) for line in lines), options, warnings)
+    info = _info(doc)
+    metadata: dict[str, Any] = {"page_count": doc.page_count, "xfa": True}
+    for key in ("author", "subject", "keywords"):
+        value = _clean(info.get(key))
+        if value:
+            metadata[key] = value
+    return ParsedDocument(
+        body=body + "\n",
+        title=_title(info.get("title", ""), rel_path),
+        metadata=metadata,
+        created=pdf_date(info.get("creationDate")),
+        updated=pdf_date(info.get("modDate")),
+        warnings=tuple(warnings),
+    )
+
+
+def _stream_within(pymupdf: ModuleType, doc: Any, xref: int, cap: int) -> bytes | None:
+    """The decoded stream ``xref`` when it decodes to at most ``cap`` bytes."""
+    mupdf = pymupdf.mupdf
+    try:
+        stream = mupdf.pdf_open_stream_number(mupdf.pdf_specifics(doc.this), xref)
+        if int(mupdf.fz_skip(stream, cap + 1)) > cap:
+            return None
+        return bytes(doc.xref_stream(xref) or b"")
+    except Exception:  # a damaged stream: nothing to read
+        return b""
+
+
+def _xfa_lines(data: bytes) -> list[str]:
+    """The shown text of an XFA packet (or a whole XDP): the template's text and
+    captions in document order, then the filled-in data as ``name: value``."""
+    from lxml import etree
+
+    parser = etree.XMLParser(
+        resolve_entities=False, no_network=True, recover=True, remove_comments=True
+    )
+    try:
+        root = etree.fromstring(data, parser=parser)
+    except (etree.LxmlError, ValueError):
+        return []
+    if root is None:
+        return []
+    lines: list[str] = []
+    data_lines: list[str] = []
+    stack = [(root, False)]
+    while stack:
+        element, in_data = stack.pop()
+        if not isinstance(element.tag, str):
+            continue
+        name = etree.QName(element).localname
+        if name in _XFA_SKIP:
+            continue
+        in_data = in_data or name == "data"
+        if in_data and len(element) == 0:
+            value = " ".join((element.text or "").split())
+            if value:
+                data_lines.append(f"{name}: {value}")
+            continue
+        if not in_data and name in _XFA_TEXT:
+            text = " ".join(" ".join(element.itertext()).split())
+            if text:
+                lines.append(text)
+            continue
+        stack.extend((child, in_data) for child in reversed(element))
+    return lines + data_lines
+
+
+# ---------------------------------------------------------------------------
 # opening
 
 
@@ -510,6 +852,9 @@ def parse_pdf(full_path: Path, rel_path: str, options: ParseOptions) -> ParsedDo
 
 
 def _parse(pymupdf: ModuleType, doc: Any, rel_path: str, options: ParseOptions) -> ParsedDocument:
+    xfa = _xfa_document(pymupdf, doc, rel_path, options)
+    if xfa is not None:
+        return xfa
     warnings: list[str] = []
     flags = _flags(pymupdf)
     page_count = doc.page_count
@@ -521,7 +866,7 @@ def _parse(pymupdf: ModuleType, doc: Any, rel_path: str, options: ParseOptions) 
     pages: list[_Page] = []
     scanned: list[int] = []
     scanned_paths: dict[int, tuple[str, ...]] = {}
-    unreadable: list[int] = []
+    broken: list[int] = []
     chars = 0
     last_read = page_count
     resources = _Resources(pymupdf, doc)
@@ -531,34 +876,38 @@ def _parse(pymupdf: ModuleType, doc: Any, rel_path: str, options: ParseOptions) 
             page = doc.load_page(index)
             height = page.rect.height
             resources.check_fonts(page)
-            blocks = text_blocks(page.get_textpage(flags=flags).extractDICT())
+            blocks = text_blocks(_page_dict(page.get_textpage(flags=flags)))
         except Exception:  # one broken page content stream must not cost the document
-            unreadable.append(number)
+            broken.append(number)
             continue
         path = _page_path(stack, outline.get(number, []), height) if outline else ()
-        if blocks:
+        readable = any(b.lines for b in blocks)
+        if not readable:
+            resources.check_profiles(page)  # before MuPDF reads the images' colour spaces
+        if not readable and _needs_ocr(page):
+            # a scan (its text layer, if any, unreadable): OCR reads the whole page
+            scanned.append(number)
+            scanned_paths[number] = path
+        elif blocks:
             pages.append(_Page(number, blocks, path))
             chars += sum(len(line) + 1 for b in blocks for line in b.lines)
-        else:
-            resources.check_profiles(page)  # before MuPDF reads the images' colour spaces
-            if _needs_ocr(page):
-                scanned.append(number)
-                scanned_paths[number] = path
         del page
         if chars > options.max_chars:
             last_read = number
             break
-    if unreadable:
-        warnings.append(f"pages {page_ranges(unreadable)} could not be read; skipped")
+    if broken:
+        warnings.append(f"pages {page_ranges(broken)} could not be read; skipped")
     warnings.extend(resources.warnings())
 
     deferred: tuple[str, ...] = ()
     ocr_pages: list[int] = []
     too_large = ""
-    if scanned:
-        deferred, ocr_pages, too_large = _handle_scanned(
+    if scanned or any(page.ocr_gaps() for page in pages):
+        deferred, ocr_pages, too_large = _run_ocr(
             doc, scanned, pages, scanned_paths, options, warnings
         )
+    lost = _warn_lost(pages, warnings)
+    pages = [page for page in pages if any(b.lines for b in page.blocks)]
 
     if not pages and not deferred:
         if scanned:
@@ -570,9 +919,11 @@ def _parse(pymupdf: ModuleType, doc: Any, rel_path: str, options: ParseOptions) 
             if too_large:
                 raise ItemSkipped(f"no text layer (image-only PDF), too large to OCR: {too_large}")
             raise ItemSkipped("no text layer (image-only PDF) and OCR found no text")
-        if unreadable:
+        if lost:
+            raise ItemSkipped(f"no readable text: {lost}")
+        if broken:
             raise ItemError(
-                f"no page could be read (pages {page_ranges(unreadable)} failed); "
+                f"no page could be read (pages {page_ranges(broken)} failed); "
                 "re-export or exclude the file"
             )
         raise ItemSkipped("no text on any page (and no scanned images to OCR)")
@@ -590,7 +941,13 @@ def _parse(pymupdf: ModuleType, doc: Any, rel_path: str, options: ParseOptions) 
             break
         if len(text) > room:
             text = text[:room]
-        builder.add(f"page={page.number}", f"Page {page.number}", text, page.heading_path, page.ocr)
+        builder.add(
+            f"page={page.number}",
+            f"Page {page.number}",
+            text,
+            page.heading_path,
+            page.ocr or page.recognised,
+        )
     if chars > options.max_chars or builder.chars >= options.max_chars:
         warnings.append(
             f"text cut at {options.max_chars:,} characters (page {min(last_read, page_count)} "
@@ -631,7 +988,7 @@ def _info(doc: Any) -> dict[str, Any]:
         return {}
 
 
-def _handle_scanned(
+def _run_ocr(
     doc: Any,
     scanned: list[int],
     pages: list[_Page],
@@ -639,23 +996,40 @@ def _handle_scanned(
     options: ParseOptions,
     warnings: list[str],
 ) -> tuple[tuple[str, ...], list[int], str]:
-    """OCR (or defer, or report) the pages without a text layer; returns (deferred,
-    done, why pages were too large to OCR)."""
+    """OCR (or defer, or report) the pages without a text layer and the lines of
+    ``pages`` without text; returns (deferred, pages OCR'd, why pages were too large
+    to OCR). Lines left unread record why on their page (``_Page.unread``)."""
     what = f"{len(scanned)} page{'s' if len(scanned) > 1 else ''} ({page_ranges(scanned)})"
+    garbled = {page.number: page for page in pages if page.ocr_gaps()}
     if options.ocr == "off":
-        if pages:
+        if pages and scanned:
             warnings.append(f"{what} have no text layer and were not indexed; OCR is off")
+        for page in garbled.values():
+            page.unread = "OCR is off for this source"
         return (), [], ""
     reason = ocr_available(options.ocr_languages)
     if reason:
-        if pages:
+        if pages and scanned:
             warnings.append(f"{reason}; {what} without a text layer were not indexed")
+        for page in garbled.values():
+            page.unread = reason
         return (), [], ""
+    for number, page in list(garbled.items()):
+        script = unread_script(options.ocr_languages, "".join(_page_lines(page)))
+        if script:
+            page.unread = (
+                f"the source's ocr_languages ({', '.join(options.ocr_languages)}) do not "
+                f"read {script}: add it to OCR them"
+            )
+            del garbled[number]
     plan, too_large = _ocr_plan(doc, scanned, options.limits.max_image_pixels, warnings)
-    if not plan:
+    gap_plan = _gap_plan(doc, garbled, options.limits.max_image_pixels)
+    if not plan and not gap_plan:
         return (), [], too_large
     if not options.allow_deferred_work:
-        return (deferred_description(sorted(plan)),), [], too_large
+        for number in gap_plan:
+            garbled[number].pending = True
+        return (deferred_description(sorted({*plan, *gap_plan})),), [], too_large
     done: list[int] = []
     failed: list[int] = []
     for number, dpi in plan.items():
@@ -671,13 +1045,133 @@ def _handle_scanned(
         if sum(c.isalnum() for b in blocks for line in b.lines for c in line) >= OCR_MIN_CHARS:
             pages.append(_Page(number, blocks, paths.get(number, ()), ocr=True))
             done.append(number)
+    for number, (clip, dpi) in gap_plan.items():
+        try:
+            page = doc.load_page(number - 1)
+            textpage_dict = ocr_textpage(page, options, dpi, clip).extractDICT()
+        except Exception:
+            failed.append(number)
+            garbled[number].unread = "OCR failed there"
+            continue
+        if _fill_gaps(garbled[number], _ocr_lines(textpage_dict, clip, dpi)):
+            done.append(number)
     pages.sort(key=lambda p: p.number)
     if failed:
         warnings.append(f"OCR failed on pages {page_ranges(failed)}; they were not indexed")
     empty = sorted(set(plan) - set(done) - set(failed))
     if empty:
         warnings.append(f"OCR found no text on pages {page_ranges(empty)}")
-    return (), done, too_large
+    return (), sorted(done), too_large
+
+
+def _page_lines(page: _Page) -> list[str]:
+    return [line for block in page.blocks for line in block.lines]
+
+
+def _gap_plan(
+    doc: Any, garbled: dict[int, _Page], max_pixels: int
+) -> dict[int, tuple[tuple[float, float, float, float], int]]:
+    """Page -> (the area of its lines without text, the resolution to OCR it at):
+    the area only, at a resolution that renders small type large enough to read."""
+    plan: dict[int, tuple[tuple[float, float, float, float], int]] = {}
+    for number, page in garbled.items():
+        gaps = page.ocr_gaps()
+        try:
+            rect = doc.load_page(number - 1).rect
+        except Exception:  # an unreadable page: the OCR pass reports it
+            continue
+        clip = (
+            max(rect.x0, min(g.bbox[0] for g in gaps) - GAP_MARGIN),
+            max(rect.y0, min(g.bbox[1] for g in gaps) - GAP_MARGIN),
+            min(rect.x1, max(g.bbox[2] for g in gaps) + GAP_MARGIN),
+            min(rect.y1, max(g.bbox[3] for g in gaps) + GAP_MARGIN),
+        )
+        if clip[2] <= clip[0] or clip[3] <= clip[1]:
+            continue
+        size = min(b.size for b in page.blocks if b.gap in gaps) or GAP_POINTS
+        wanted = min(MAX_DPI, max(OCR_DPI, round(OCR_DPI * GAP_POINTS / size)))
+        dpi = ocr_dpi(clip[2] - clip[0], clip[3] - clip[1], wanted, max_pixels, MIN_DPI)
+        if dpi is None:
+            page.unread = "too large to OCR within [limits] max_image_pixels"
+            continue
+        plan[number] = (clip, dpi)
+    return plan
+
+
+def _ocr_lines(
+    textpage_dict: dict[str, Any], clip: tuple[float, float, float, float], dpi: int
+) -> list[tuple[tuple[float, float], str]]:
+    """OCR'd lines of an area rendered at ``dpi``: (centre in page coordinates, text)."""
+    zoom = dpi / 72
+    lines = []
+    for block in textpage_dict.get("blocks", ()):
+        for line in block.get("lines", ()):
+            text = without_unreadable(
+                "".join(span.get("text", "") for span in line.get("spans", ()))
+            ).strip()
+            if not any(c.isalnum() for c in text):
+                continue
+            x0, y0, x1, y1 = line.get("bbox", (0, 0, 0, 0))
+            centre = (clip[0] + (x0 + x1) / 2 / zoom, clip[1] + (y0 + y1) / 2 / zoom)
+            lines.append((centre, text))
+    return lines
+
+
+def _fill_gaps(page: _Page, lines: list[tuple[tuple[float, float], str]]) -> bool:
+    """Put the OCR'd ``lines`` in place of the page's lines without text, each into
+    the gap it lies in; True when any gap was filled."""
+    filled = False
+    for i, block in enumerate(page.blocks):
+        gap = block.gap
+        if gap is None or gap.chars < OCR_GAP_CHARS:
+            continue
+        x0, y0, x1, y1 = gap.bbox
+        inside = [
+            text
+            for (x, y), text in lines
+            if x0 - GAP_MARGIN <= x <= x1 + GAP_MARGIN and y0 - GAP_MARGIN <= y <= y1 + GAP_MARGIN
+        ]
+        if inside:
+            page.blocks[i] = Block(tuple(inside), block.size)
+            filled = True
+    page.recognised = page.recognised or filled
+    if page.ocr_gaps():
+        page.unread = "OCR found no text there"
+    return filled
+
+
+def _warn_lost(pages: list[_Page], warnings: list[str]) -> str:
+    """Warn about text the pages' text layers hold in unreadable characters (left
+    out); returns the warning for the whole document ('' when nothing was lost)."""
+    by_reason: dict[str, list[_Page]] = {}
+    for page in pages:
+        if page.lost():
+            by_reason.setdefault(page.unread, []).append(page)
+    total = sum(page.lost() for group in by_reason.values() for page in group)
+    if total < LOST_WARN_CHARS:
+        return ""
+    messages = []
+    for reason, group in by_reason.items():
+        count = sum(page.lost() for page in group)
+        fonts = sorted({font for page in group for gap in page.gaps for font in gap.fonts})
+        cause = ""
+        if fonts:
+            shown = ", ".join(fonts[:3]) + (", …" if len(fonts) > 3 else "")
+            cause = f" (font{'s' if len(fonts) > 1 else ''} {shown} without a Unicode map)"
+        message = (
+            f"{count:,} unreadable characters on {_pages_label([p.number for p in group])}"
+            f"{cause} were left out of the text"
+        )
+        messages.append(message + (f"; {reason}" if reason else ""))
+    warnings.extend(messages)
+    return "; ".join(messages)
+
+
+def _pages_label(numbers: list[int]) -> str:
+    """``page 3`` / ``pages 2, 5-7`` (at most WARN_RANGES ranges, then "…")."""
+    ranges = page_ranges(numbers).split(", ")
+    shown = ", ".join(ranges[:WARN_RANGES]) + (", …" if len(ranges) > WARN_RANGES else "")
+    return f"page {shown}" if len(numbers) == 1 else f"pages {shown}"
 
 
 def _ocr_plan(

@@ -51,13 +51,13 @@ FILE_TYPES: dict[str, str] = {
 
 # file type -> parser version ("<type>/<n>"); part of the parse cache key
 PARSER_VERSIONS: dict[str, str] = {
-    "md": "md/2",  # 2: links to documents (paper.pdf) kept
-    "pdf": "pdf/2",  # 2: OCR within max_image_pixels (MuPDF's OCR device); font/profile caps
+    "md": "md/3",  # 2: links to documents (paper.pdf) kept; 3: dated by frontmatter or name
+    "pdf": "pdf/3",  # 3: unreadable text left out or OCR'd, RTL ligatures in order, XFA forms
     "docx": "docx/2",  # 2: zip packages checked against the unpack caps
     "pptx": "pptx/2",  # 2: zip packages checked against the unpack caps
     "xlsx": "xlsx/2",  # 2: never the stale <dimension>; columns capped; zip checks
-    "html": "html/2",  # 2: nesting capped, internal DTD subsets cut out
-    "epub": "epub/2",  # 2: zip checks, chapters as html/2
+    "html": "html/3",  # 2: nesting capped, DTD subsets cut out; 3: stale charsets lose to UTF-8
+    "epub": "epub/3",  # 2: zip checks; 3: sections by the contents, chapters as html/3
     "txt": "txt/1",
     "csv": "csv/1",
     "json": "json/1",

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import codecs
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from rag_assets.formats.model import ItemError, ItemSkipped, ParsedDocument, ParseOptions
 
 __all__ = [
     "BINARY_SNIFF_BYTES",
+    "UNREADABLE",
+    "TextQuality",
     "cap_text",
     "decode_text",
     "heading_line",
@@ -23,6 +26,8 @@ __all__ = [
     "markdown_safe",
     "parse_text",
     "short_error",
+    "text_quality",
+    "without_unreadable",
 ]
 
 BINARY_SNIFF_BYTES = 8192
@@ -45,6 +50,55 @@ def markdown_safe(line: str) -> str:
     if _FAKE_HEADING.match(line) or _FAKE_RULE.match(line):
         return "\\" + line
     return line
+
+
+# Characters that carry no text: U+FFFD (what a decoder, or a PDF font without a
+# Unicode map, gives for what it cannot read), control characters other than tab and
+# line breaks, private-use code points (a symbol font's glyphs, unmapped glyph ids),
+# noncharacters and lone surrogates. Indexed, they match nothing anyone types and
+# fill chunks that rank on their title alone.
+_UNREADABLE_CLASS = (
+    "\ufffd\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ue000-\uf8ff"
+    "\ufdd0-\ufdef\ufffe\uffff\U000f0000-\U0010ffff"
+)
+UNREADABLE = re.compile(f"[{_UNREADABLE_CLASS}]")
+_PRIVATE_USE = re.compile("[\ue000-\uf8ff\U000f0000-\U0010fffd]")
+
+
+@dataclass(frozen=True)
+class TextQuality:
+    """How much of a text is text: its characters other than whitespace, and how many
+    of those are unreadable (``UNREADABLE``); ``private_use`` of them are private-use
+    code points (a symbol font's bullets, often harmless)."""
+
+    chars: int
+    unreadable: int
+    private_use: int = 0
+
+    @property
+    def lost(self) -> int:
+        """Unreadable characters that stood for text (replacement, control)."""
+        return self.unreadable - self.private_use
+
+    @property
+    def share(self) -> float:
+        return self.unreadable / self.chars if self.chars else 0.0
+
+
+def text_quality(text: str) -> TextQuality:
+    """Count ``text``'s unreadable characters (one regex scan; a second only when it
+    has any)."""
+    unreadable = UNREADABLE.findall(text)
+    chars = len(text) - sum(map(text.count, (" ", "\n", "\t", "\r")))
+    if not unreadable:
+        return TextQuality(chars, 0)
+    private = sum(1 for c in unreadable if _PRIVATE_USE.match(c))
+    return TextQuality(chars, len(unreadable), private)
+
+
+def without_unreadable(text: str) -> str:
+    """``text`` without its unreadable characters (``UNREADABLE``)."""
+    return UNREADABLE.sub("", text) if UNREADABLE.search(text) else text
 
 
 def heading_line(level: int, text: str) -> str:

@@ -187,7 +187,7 @@ def entry_document(
         warnings.append(state.warning)
     metadata = {
         "feed_title": feed_title,
-        "feed_url": spec.url,
+        "feed_url": state.feed_url or spec.url,
         "link": entry.link,
         "guid": entry.guid,
         "author": author,
@@ -195,6 +195,8 @@ def entry_document(
         "published": published.isoformat() if published else None,
         "updated": updated.isoformat() if updated else None,
     }
+    if state.feed_url:  # the source names a web page; this is the feed it links to
+        metadata["feed_page"] = spec.url
     if spec.categories:
         metadata["categories"] = list(spec.categories)
     # An entry without dates is dated by when it was first fetched, so that date

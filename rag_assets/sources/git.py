@@ -14,6 +14,11 @@ and untracked files are out and a checkout in progress is never half-read:
   changed. Commits outside the window, or no longer reachable after a force-push,
   are not listed, so the scan removes them.
 
+A commit's date is its **author date**, as ``git log`` shows it: the hit's date, the
+``--after`` / ``--before`` filters and the history window all use it. A commit
+applied later (a rebase, ``git am``, a cherry-pick) shows its committer and commit
+date too, in its text.
+
 The sensor's change signal is the ref's commit id: one lookup, no tree walk.
 """
 
@@ -51,7 +56,9 @@ from rag_serving.git_source import (
 from rag_serving.gitrepo.repository import CommitInfo, GitRepository, RepositoryError
 from rag_serving.gitrepo.rules import content_skip_reason
 
-COMMIT_PARSER = "commit/2"  # 2: subject capped as title and heading, message at max_chars
+# 2: subject capped as title and heading, message at max_chars; 3: dated by the author
+# date everywhere, the committer and commit date shown when they differ
+COMMIT_PARSER = "commit/3"
 TEXT_PARSER = "text/1"
 CODE_PARSER = "code/1"
 MAX_LINKED_FILES = 300  # changed files a commit links to (its summary lists them all)
@@ -202,13 +209,22 @@ def commit_document(commit: CommitInfo, options: ParseOptions | None = None) -> 
     builder = BodyBuilder()
     when = commit.authored_at.isoformat(timespec="minutes")
     parents = ", ".join(p[:10] for p in commit.parents) or "none (the first commit)"
+    author = f"{commit.author_name} <{commit.author_email}>"
+    committer = f"{commit.committer_name} <{commit.committer_email}>"
+    committed = commit.committed_at.isoformat(timespec="minutes")
     header = [
         cap_text(commit.message.strip(), options, warnings) or "(no message)",
         "",
-        f"Author: {commit.author_name} <{commit.author_email}>",
+        f"Author: {author}",
         f"Date: {when}",
-        f"Commit: {commit.sha} (parents: {parents})",
     ]
+    # Applied later or by someone else (a rebase, `git am`, a cherry-pick): both shown,
+    # as `git log --format=fuller` does; the author date stays the commit's date.
+    if committer != author:
+        header.append(f"Committer: {committer}")
+    if committed != when:
+        header.append(f"Committed: {committed}")
+    header.append(f"Commit: {commit.sha} (parents: {parents})")
     builder.add("commit", f"Commit {short}", "\n".join(header), (subject,))
     summary = [_change_line(change) for change in commit.changes]
     if commit.truncated_changes:
@@ -231,6 +247,7 @@ def commit_document(commit: CommitInfo, options: ParseOptions | None = None) -> 
         "author": {"name": commit.author_name, "email": commit.author_email},
         "committer": commit.committer_name,
         "date": commit.authored_at.isoformat(),
+        "committed": commit.committed_at.isoformat(),
         "files": len(commit.changes) + commit.truncated_changes,
         "additions": added,
         "deletions": removed,

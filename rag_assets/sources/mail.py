@@ -66,7 +66,7 @@ from rag_serving.mailstore.message import (
 from rag_serving.mailstore.quotes import QUOTE, SIGNATURE, split_text
 from rag_serving.scanning import OutsideSourceError
 
-MESSAGE_PARSER = "email/3"  # 2: refers: facets; 3: HTML quotes
+MESSAGE_PARSER = "email/4"  # 2: refers: facets; 3: HTML quotes; 4: WHATWG charsets
 ATTACHMENT_PARSER = "mail-attachment/1"
 _ATTACHMENT_KEY = re.compile(r"/attachments/\d+-[^/]+$")
 

@@ -24,6 +24,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from rag_assets.formats import router
+from rag_assets.formats.markdown import note_date_from_name
 from rag_assets.formats.model import ItemError, ItemSkipped, ParsedDocument, json_safe
 from rag_assets.progress import report
 from rag_assets.sources import SourceKind
@@ -273,7 +275,6 @@ def _document_row(
     now: datetime,
 ) -> dict[str, Any]:
     key = file["path"]
-    mtime = file["mtime_ns"]
     file_type = kind.file_type(key)
     return {
         **{k: v for k, v in fields.items() if k not in ("content_hash", "parser")},
@@ -284,16 +285,38 @@ def _document_row(
         "title": short_title(
             fields["parsed_title"] or _title_from_key(key), kind.config.limits.max_heading_chars
         ),
-        # An item that is not a file (a commit) is dated by what it says.
-        "modified": (
-            datetime.fromtimestamp(mtime / 1e9, UTC) if mtime is not None else fields["updated"]
-        ),
+        "modified": item_date(key, file_type, version, file["mtime_ns"], fields),
         "content_hash": file["content_hash"],
         "indexed_at": now,
         "file_type": file_type,
         "facets": kind.facets(key, json.loads(fields["frontmatter_json"] or "{}")),
         "parser": version,
     }
+
+
+def item_date(
+    key: str, file_type: str | None, version: str, mtime_ns: int | None, fields: dict[str, Any]
+) -> datetime | None:
+    """An item's date: the ``modified`` column that hits show and ``--after`` /
+    ``--before`` compare (staleness compares the ``files`` table's mtime, not this).
+
+    - a note (what the Markdown parser read): its frontmatter ``date`` / ``created``,
+      else a date in its file name (``2024-01-15.md``, ``2024-01-15 Meeting.md``,
+      ``2024-W03.md``), else the file's mtime: a later edit does not move a daily note;
+    - any other file: its mtime (a PDF's or Office file's own creation date is a stamp
+      of the software that wrote it, often a template's or a converter's);
+    - an item that is not a file: the date it says it was written (a commit's author
+      date, a message's Date, a feed entry's published date), else its ``updated``.
+
+    Computed here, from the key, so that a copy of a parse keeps its own name's date.
+    """
+    if file_type == "md" and version == router.PARSER_VERSIONS["md"]:
+        dated = fields["created"] or note_date_from_name(key)
+        if dated is not None:
+            return dated
+    if mtime_ns is not None:
+        return datetime.fromtimestamp(mtime_ns / 1e9, UTC)
+    return fields["created"] or fields["updated"]
 
 
 def short_title(title: str, limit: int) -> str:

@@ -124,6 +124,8 @@ class FeedState:
     error: str | None = None  # why the last attempt failed (one line), else None
     warning: str | None = None  # what was wrong with a feed read all the same
     warning_entry: str | None = None  # the entry that carries the warning
+    # the feed a configured web page names (<link rel="alternate">), fetched in its stead
+    feed_url: str | None = None
     # entry id → {"entry": Entry fields, "hash", "first_seen", "last_seen"}
     entries: dict[str, dict[str, Any]] = field(default_factory=dict)
 

@@ -34,7 +34,13 @@ from urllib.parse import unquote, urlsplit
 import httpcore
 import httpx
 
-from rag_serving.feeds.network import REACH_NAMES, AddressRefused, GuardedBackend, host_reach
+from rag_serving.feeds.network import (
+    LOCAL,
+    REACH_NAMES,
+    AddressRefused,
+    GuardedBackend,
+    host_reach,
+)
 
 ACCEPT = (
     "application/atom+xml, application/rss+xml, application/feed+json, "
@@ -51,7 +57,11 @@ REASON_CHARS = 200  # of a server's or a library's error text kept in a message
 
 class FetchError(Exception):
     """A feed that cannot be fetched now; ``str(e)`` is one line naming the feed and
-    what to do."""
+    what to do; ``status``: the HTTP status of a refusing answer (404, 410…), if any."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -104,10 +114,14 @@ def fetch_feed(
     timeout: float = 20.0,
     max_bytes: int = 10_000_000,
     user_agent: str = "ragline-feeds/1",
+    reach_of: str | None = None,
 ) -> Fetched:
     """Fetch ``url`` once, conditionally when validators are given; raises
-    ``FetchError``."""
+    ``FetchError``. ``reach_of``: the configured URL that led here (a web page naming
+    its feed): the fetch may reach no more private a network than that one may."""
     if is_local(url):
+        if reach_of is not None:  # only a configured URL is ever read from this machine
+            raise FetchError(f"{url}: not a web address (http, https); refused")
         return _read_local(url, last_modified, max_bytes)
     deadline = time.monotonic() + timeout * BODY_DEADLINE_FACTOR
     headers = {"User-Agent": user_agent, "Accept": ACCEPT, "Accept-Encoding": ACCEPT_ENCODING}
@@ -117,7 +131,7 @@ def fetch_feed(
         headers["If-Modified-Since"] = last_modified
     try:
         target = httpx.URL(url)
-        allowed = host_reach(target.host, target.port or (443 if target.scheme == "https" else 80))
+        allowed = _reach(httpx.URL(reach_of) if reach_of else target)
         with httpx.Client(
             transport=GuardedTransport(allowed, deadline),
             timeout=httpx.Timeout(timeout),
@@ -172,6 +186,16 @@ def fetch_feed(
     raise FetchError(
         f"{url}: more than {MAX_REDIRECTS} redirects; open it in a browser and use the "
         "address it ends at"
+    )
+
+
+def _reach(configured: httpx.URL) -> int:
+    """How far inside the network a fetch for the configured URL may connect: as far
+    as its own host (a feed file on this machine: anywhere)."""
+    if not configured.scheme.startswith("http"):
+        return LOCAL
+    return host_reach(
+        configured.host, configured.port or (443 if configured.scheme == "https" else 80)
     )
 
 
@@ -242,7 +266,7 @@ def _read_response(url: str, response: httpx.Response, max_bytes: int) -> Fetche
     if status == 304:
         return Fetched(final, 304, None, headers, headers.get("etag"), headers.get("last-modified"))
     if status >= 400:
-        raise FetchError(f"{url}: {_http_advice(status)}")
+        raise FetchError(f"{url}: {_http_advice(status)}", status)
     declared = headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise FetchError(_too_big(url, max_bytes, int(declared)))

@@ -15,6 +15,7 @@ entity expansion bombs ("limit on input amplification factor").
 from __future__ import annotations
 
 import calendar
+import codecs
 import html
 import json
 import re
@@ -25,6 +26,8 @@ from typing import Any
 import feedparser
 from feedparser.datetimes import _parse_date
 
+from rag_serving.charsets import codec_for, decode_declared
+from rag_serving.feeds.discover import feed_links, is_web_page
 from rag_serving.feeds.fetch import quoted
 from rag_serving.limits import DEFAULT_LIMITS
 
@@ -69,6 +72,9 @@ class Feed:
     entries: list[Entry] = field(default_factory=list)
     problem: str | None = None
     warning: str | None = None
+    # a web page's <link rel="alternate"> feeds, first the one to read (the page is
+    # then the ``problem``: the poll reads the feed instead, ``discover``)
+    feed_links: list[str] = field(default_factory=list)
 
 
 def parse_feed(
@@ -76,17 +82,77 @@ def parse_feed(
     headers: dict[str, str] | None,
     url: str,
     max_depth: int = DEFAULT_LIMITS.max_nesting_depth,
+    base_url: str | None = None,
 ) -> Feed:
     """``content`` of the feed at ``url`` (as messages name it) parsed; never raises
-    for bad content. ``max_depth``: how deep a JSON Feed may nest."""
+    for bad content. ``max_depth``: how deep a JSON Feed may nest. A web page is a
+    problem that names the feeds it links to (``base_url``: where it was fetched
+    from, for its relative links; default ``url``)."""
     headers = headers or {}
     if _looks_like_json(content, headers.get("content-type", "")):
         return parse_json_feed(content, url, max_depth)
+    if is_web_page(content, headers.get("content-type", "")):
+        links = feed_links(content, base_url or url)
+        if links:
+            return Feed(
+                problem=f"{url}: a web page, not a feed; the feed it names is {links[0]}",
+                feed_links=links,
+            )
+        return Feed(
+            problem=f"{url}: a web page, not a feed, and it names no feed (no <link "
+            'rel="alternate"> to an RSS, Atom or JSON feed); list the site\'s feed address '
+            "instead"
+        )
+    content, headers, charset_warning = _as_browsers_read(content, headers, url)
     try:
         parsed = feedparser.parse(content, response_headers=headers)
     except Exception as exc:  # a parser crash is the feed's problem
         return Feed(problem=f"{url}: the feed cannot be parsed ({_one_line(exc)})")
-    return _from_feedparser(parsed, url)
+    feed = _from_feedparser(parsed, url)
+    if charset_warning and feed.problem is None:
+        feed.warning = "; ".join(w for w in (charset_warning, feed.warning) if w)
+    return feed
+
+
+_XML_ENCODING = re.compile(rb"""^(\s*<\?xml[^>]*?encoding\s*=\s*["'])([A-Za-z0-9_.:-]+)""")
+_BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
+
+
+def _as_browsers_read(
+    content: bytes, headers: dict[str, str], url: str
+) -> tuple[bytes, dict[str, str], str | None]:
+    """The feed re-encoded as UTF-8 where feedparser would misread its declared
+    charset (the HTTP ``charset``, else the XML declaration's): a stale declaration
+    on bytes that are valid UTF-8, or a label the WHATWG table reads otherwise than
+    Python's codec of that name (iso-8859-1 as windows-1252, shift_jis as windows-31j;
+    ``rag_serving.charsets``). Anything else is left to feedparser, whose fallbacks
+    (declared UTF-8 that is windows-1252) are kept. Returns (content, headers, warning)."""
+    if content.startswith(_BOMS):
+        return content, headers, None
+    media, _, params = headers.get("content-type", "").partition(";")
+    http = next(
+        (v.strip().strip("\"'") for k, _, v in (p.partition("=") for p in params.split(";"))
+         if k.strip().lower() == "charset"),
+        None,
+    )  # fmt: skip
+    xml = _XML_ENCODING.match(content[:1024])
+    declared = http or (xml.group(2).decode("ascii") if xml else None)
+    codec = codec_for(declared)
+    if codec is None or codec == "utf-8" or codec.startswith(("utf-16", "utf-32")):
+        return content, headers, None
+    try:
+        python_codec = codecs.lookup(declared or "").name
+    except LookupError:
+        python_codec = None
+    decoded = decode_declared(content, declared, what=f"{url}: the feed")
+    stale = decoded.codec == "utf-8"
+    if not stale and (decoded.warning or python_codec == codec):
+        return content, headers, None  # feedparser reads it as well as this would
+    text = decoded.text.encode("utf-8")
+    if xml is not None:
+        text = _XML_ENCODING.sub(rb"\1utf-8", text, count=1)
+    headers = {**headers, "content-type": f"{media.strip() or 'application/xml'}; charset=utf-8"}
+    return text, headers, decoded.warning if stale else None
 
 
 def _looks_like_json(content: bytes, content_type: str) -> bool:

@@ -10,8 +10,8 @@ from pathlib import Path
 from rag_serving.config import FeedsSourceConfig
 from rag_serving.feeds import archive
 from rag_serving.feeds.archive import FeedSpec, FeedState
-from rag_serving.feeds.fetch import FetchError, feed_label, fetch_feed, quoted
-from rag_serving.feeds.parse import parse_feed
+from rag_serving.feeds.fetch import Fetched, FetchError, feed_label, fetch_feed, quoted
+from rag_serving.feeds.parse import Feed, parse_feed
 
 
 @dataclass
@@ -70,39 +70,46 @@ def refresh_feeds(
     return report
 
 
+# Answers that mean a remembered feed is gone: its page is asked again.
+_GONE = frozenset({404, 410})
+
+
 def _refresh_one(
     config: FeedsSourceConfig, spec: FeedSpec, state: FeedState, now: datetime
 ) -> FeedOutcome:
     state.last_fetch = now.isoformat()
+    remembered = state.feed_url  # the feed a web page named, found at an earlier poll
+    fetched: Fetched | None = None
+    parsed: Feed | None = None
     try:
-        fetched = fetch_feed(
-            spec.url,
-            etag=state.etag,
-            last_modified=state.last_modified,
-            timeout=config.timeout_seconds,
-            max_bytes=config.max_feed_bytes,
-            user_agent=config.user_agent,
-        )
+        fetched, parsed = _read(config, spec, state, remembered or spec.url)
     except FetchError as exc:
-        state.error = str(exc)
-        return FeedOutcome(spec.url, "error", message=state.error)
+        if remembered is None or exc.status not in _GONE:
+            return _failed(spec, state, str(exc), answered=False)
+    if remembered is not None and (fetched is None or (parsed and parsed.problem)):
+        # The feed the page named is gone or broken: ask the page again.
+        state.feed_url = None
+        state.etag = state.last_modified = None
+        try:
+            fetched, parsed = _read(config, spec, state, spec.url)
+        except FetchError as exc:
+            return _failed(spec, state, str(exc), answered=False)
+    assert fetched is not None
+    if parsed is not None and parsed.feed_links and state.feed_url is None:
+        found = _discover(config, spec, state, parsed.feed_links[0])
+        if isinstance(found, str):
+            return _failed(spec, state, found)
+        fetched, parsed = found
     state.last_status = fetched.status
-    if fetched.not_modified:
+    if parsed is None:  # 304: unchanged
         state.error = None
         state.last_success = state.last_fetch
         # A server may send new validators with a 304; keep the old ones otherwise.
         state.etag = fetched.etag or state.etag
         state.last_modified = fetched.last_modified or state.last_modified
         return FeedOutcome(spec.url, "not-modified")
-    parsed = parse_feed(
-        fetched.content or b"", fetched.headers, feed_label(spec.url),
-        max_depth=config.limits.max_nesting_depth,
-    )  # fmt: skip
     if parsed.problem is not None:
-        state.error = parsed.problem
-        # Validators of a broken answer must not turn the next fetch into a 304.
-        state.etag = state.last_modified = None
-        return FeedOutcome(spec.url, "error", message=parsed.problem)
+        return _failed(spec, state, parsed.problem)
     state.error = None
     state.last_success = state.last_fetch
     state.etag, state.last_modified = fetched.etag, fetched.last_modified
@@ -113,3 +120,59 @@ def _refresh_one(
     state.warning = parsed.warning
     state.warning_entry = archive.entry_id(parsed.entries[0]) if parsed.warning else None
     return FeedOutcome(spec.url, "fetched", new, updated, parsed.warning)
+
+
+def _read(
+    config: FeedsSourceConfig,
+    spec: FeedSpec,
+    state: FeedState,
+    url: str,
+    conditional: bool = True,
+) -> tuple[Fetched, Feed | None]:
+    """Fetch ``url`` for the feed ``spec`` (conditionally: with the state's
+    validators) and parse it; (fetched, None) when unchanged. Raises ``FetchError``."""
+    fetched = fetch_feed(
+        url,
+        etag=state.etag if conditional else None,
+        last_modified=state.last_modified if conditional else None,
+        timeout=config.timeout_seconds,
+        max_bytes=config.max_feed_bytes,
+        user_agent=config.user_agent,
+        reach_of=None if url == spec.url else spec.url,
+    )
+    if fetched.not_modified:
+        return fetched, None
+    parsed = parse_feed(
+        fetched.content or b"", fetched.headers, feed_label(url),
+        max_depth=config.limits.max_nesting_depth, base_url=fetched.url,
+    )  # fmt: skip
+    return fetched, parsed
+
+
+def _discover(
+    config: FeedsSourceConfig, spec: FeedSpec, state: FeedState, target: str
+) -> tuple[Fetched, Feed] | str:
+    """Read the feed a web page names (its first ``<link rel="alternate">``), under
+    the page's address rules; remembered in the state for the next polls. Returns
+    what to record when it cannot be read."""
+    page = feed_label(spec.url)
+    try:
+        fetched, parsed = _read(config, spec, state, target, conditional=False)
+    except FetchError as exc:
+        return f"{page}: a web page, whose feed {target} cannot be fetched: {exc}"
+    assert parsed is not None  # an unconditional fetch is never a 304
+    if parsed.feed_links:
+        return f"{page}: a web page, whose feed {target} is a web page too; list the feed's address"
+    if parsed.problem is not None:
+        return f"{page}: a web page, whose feed {target} cannot be read: {parsed.problem}"
+    state.feed_url = target
+    return fetched, parsed
+
+
+def _failed(spec: FeedSpec, state: FeedState, message: str, answered: bool = True) -> FeedOutcome:
+    """Record a failed poll. ``answered``: the server sent something unreadable, whose
+    validators must not turn the next fetch into a 304 (a fetch error keeps them)."""
+    state.error = message
+    if answered:
+        state.etag = state.last_modified = None
+    return FeedOutcome(spec.url, "error", message=message)

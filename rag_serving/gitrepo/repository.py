@@ -669,12 +669,13 @@ class GitRepository:
         damaged: dict[str, str] | None = None,
     ) -> list[tuple[str, datetime]]:
         """The commits reachable from ``head`` (merged branches' commits included),
-        newest first by commit date, with their commit dates: at most ``max_count``,
-        and none committed before ``since`` (a naive datetime is taken as UTC). Reads
-        no diffs; a shallow clone's history ends at its oldest fetched commits without
-        error. A parent that cannot be read (damaged or missing) ends the walk on that
-        line of history: it goes into ``damaged`` (id → problem) when given, else
-        raises ``RepositoryError``."""
+        newest first by commit date, with their **author** dates (the date a commit is
+        shown and filtered by): at most ``max_count``, and none authored before
+        ``since`` (a naive datetime is taken as UTC). Reads no diffs; a shallow
+        clone's history ends at its oldest fetched commits without error. A parent
+        that cannot be read (damaged or missing) ends the walk on that line of
+        history: it goes into ``damaged`` (id → problem) when given, else raises
+        ``RepositoryError``."""
         if since is not None and since.tzinfo is None:
             since = since.replace(tzinfo=UTC)
         if max_count is not None and max_count <= 0:
@@ -691,18 +692,25 @@ class GitRepository:
         pushed = 0
         found: list[tuple[str, datetime]] = []
         older = 0
+        since_time = since.timestamp() if since is not None else None
         while heap:
             commit = heapq.heappop(heap)[2]
-            when = _when(commit.commit_time, commit.commit_time_offset)
-            if since is not None and when < since:
+            author = commit.author
+            when = _when(author.time, author.offset)
+            if since_time is None or author.time >= since_time:
+                older = 0
+                found.append((str(commit.id), when))
+                if max_count is not None and len(found) >= max_count:
+                    break
+            elif commit.commit_time < since_time:
+                # The walk (by commit date) is past the window. Old commits applied
+                # lately (authored before it, committed in it) neither enter it nor
+                # end it: a rebased branch would otherwise stop the walk early.
                 older += 1
                 if older >= SINCE_SLACK:
                     break
             else:
                 older = 0
-                found.append((str(commit.id), when))
-                if max_count is not None and len(found) >= max_count:
-                    break
             # A shallow clone's oldest commits have no parents here (libgit2 grafts them).
             for parent_id in commit.parent_ids:
                 if parent_id in seen:

@@ -13,12 +13,19 @@ Tantivy field (``text`` for English, ``text_fr`` …), and a chunk's text goes i
 exactly one of them, chosen by the source's ``language`` or detected per chunk
 (py3langid). The other scripts' Snowball stemmers (Russian, Greek, Tamil)
 touch only their own letters, so every field chains them all.
+
+Text and queries are first brought to Unicode compatibility form (NFKC,
+``fold_compatibility``): Arabic presentation forms, ligatures (ﬁ), full-width
+letters, circled and superscript digits are searched as the plain characters people
+type. The chunks keep their text as written; Tantivy holds (and snippets show) the
+folded text.
 """
 
 from __future__ import annotations
 
 import re
-from functools import cache
+import unicodedata
+from functools import cache, lru_cache
 from typing import Any
 
 import tantivy
@@ -75,6 +82,11 @@ TEXT_FIELDS = (
 WORDS_ANALYZER = "ragline_words"  # unstemmed: paths, tags
 _MIN_DETECT_LETTERS = 40
 _MIN_DETECT_CONFIDENCE = 0.9
+
+
+def fold_compatibility(text: str) -> str:
+    """``text`` in Unicode's compatibility form (NFKC): what is indexed and searched."""
+    return text if unicodedata.is_normalized("NFKC", text) else unicodedata.normalize("NFKC", text)
 
 
 def _analyzer(latin_stemmer: str | None) -> tantivy.TextAnalyzer:
@@ -212,4 +224,40 @@ def _snippet_bigrams(match: re.Match[str]) -> str:
 def analyze(text: str, field: str = DEFAULT_TEXT_FIELD) -> list[str]:
     """The terms ``field``'s analyzer makes of ``text`` (for tests and `--explain`)."""
     stemmer = _stemmer_of(field) if field in TEXT_FIELDS else None
-    return list(_analyzer(stemmer).analyze(text))
+    return list(_analyzer(stemmer).analyze(fold_compatibility(text)))
+
+
+# Stop-word lists (Tantivy's) of each text field's language, for snippets: they mark
+# the words that carry a query, not its "the" and "of". Cyrillic stop words cannot be
+# mistaken for Latin words, so every field has Russian's too; fields of languages
+# without a list, and "none", mark every word.
+_STOP_LISTS = {
+    "da": "danish", "de": "german", "en": "english", "es": "spanish", "fi": "finnish",
+    "fr": "french", "hu": "hungarian", "it": "italian", "nl": "dutch", "no": "norwegian",
+    "pt": "portuguese", "sv": "swedish",
+}  # fmt: skip
+
+
+def stop_words_of(field: str) -> tuple[str, ...]:
+    """The stop-word lists (Tantivy language names) that apply to ``field``."""
+    if field == UNSTEMMED_TEXT_FIELD or field not in TEXT_FIELDS:
+        return ()
+    code = "en" if field == DEFAULT_TEXT_FIELD else field.removeprefix("text_")
+    own = _STOP_LISTS.get(code)
+    return (own, "russian") if own else ("russian",)
+
+
+@cache
+def _stop_filter(language: str) -> tantivy.TextAnalyzer:
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.raw())
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stopword(language))
+        .build()
+    )
+
+
+@lru_cache(maxsize=8192)
+def is_stop_word(word: str, field: str = DEFAULT_TEXT_FIELD) -> bool:
+    """Whether ``word`` is a stop word in ``field``'s language ("the", "of"; "les"…)."""
+    return any(not _stop_filter(language).analyze(word) for language in stop_words_of(field))

@@ -29,6 +29,8 @@ from rag_serving.index.analysis import (
     bigrams_of,
     detect_text_field,
     field_analyzer_name,
+    fold_compatibility,
+    is_stop_word,
     register_analyzers,
     text_field_for,
 )
@@ -47,7 +49,8 @@ DEFAULT_FIELDS = ["title", "text", "path_text", "tags_text", "aliases"]
 FIELD_BOOSTS = {"title": 0.5, "path_text": 0.5, "aliases": 0.5}
 # Bumped when the schema or an analyzer changes: an index with another version is
 # rebuilt from LanceDB by the next `ragline index` (no re-embedding).
-ANALYSIS_VERSION = 8
+# 9: text and queries in Unicode compatibility form (NFKC).
+ANALYSIS_VERSION = 9
 _STAMP = "ragline-fulltext.json"
 _WRITER_HEAP = 64_000_000
 # Tantivy compiles a regex query into an automaton of at most 1,000 states (about one
@@ -299,13 +302,14 @@ class FulltextIndex:
         searcher = self.index.searcher()
         fields = self._query_fields(searcher)
         docs = self._docs(searcher, ids, found or {})
+        words = _WORD.findall(fold_compatibility(text))
         try:
             query = self._user_query(text, fields, snippets=True)
-            return self._highlights(searcher, query, docs, max_chars)
+            return self._highlights(searcher, query, docs, max_chars, words)
         except ValueError:
             try:
                 query = self._words_query(text, fields, snippets=True)
-                return self._highlights(searcher, query, docs, max_chars)
+                return self._highlights(searcher, query, docs, max_chars, words)
             except ValueError:
                 return {}  # snippets then fall back to the chunk's first line
 
@@ -336,7 +340,10 @@ class FulltextIndex:
         query: tantivy.Query | None,
         docs: list[tantivy.Document],
         max_chars: int,
+        words: list[str],
     ) -> dict[str, Highlighted]:
+        """Snippets of ``docs`` for ``query``; the stop words of each chunk's language
+        are not marked, unless the query's ``words`` are nothing but stop words."""
         if query is None:
             return {}
         generators: dict[str, tantivy.SnippetGenerator] = {}
@@ -349,15 +356,23 @@ class FulltextIndex:
                 generator.set_max_num_chars(max_chars)
                 generators[field] = generator
             snippet = generator.snippet_from_doc(doc)
+            fragment = snippet.fragment()
             ranges = [(r.start, r.end) for r in snippet.highlighted()]
+            if not all(is_stop_word(word, field) for word in words):
+                data = fragment.encode("utf-8")
+                ranges = [
+                    (lo, hi)
+                    for lo, hi in ranges
+                    if not is_stop_word(data[lo:hi].decode("utf-8", "replace"), field)
+                ]
             if ranges:
-                out[doc["chunk_id"][0]] = Highlighted(snippet.fragment(), ranges)
+                out[doc["chunk_id"][0]] = Highlighted(fragment, ranges)
         return out
 
     def _user_query(
         self, text: str, fields: list[str], snippets: bool = False
     ) -> tantivy.Query | None:
-        cleaned = loosen_joined_words(sanitize_query(text)).strip()
+        cleaned = loosen_joined_words(sanitize_query(fold_compatibility(text))).strip()
         if not cleaned:
             return None
         query, errors = self.index.parse_query_lenient(
@@ -375,7 +390,7 @@ class FulltextIndex:
         self, text: str, fields: list[str], snippets: bool = False
     ) -> tantivy.Query | None:
         """``text``'s words alone, every piece of query syntax dropped."""
-        words = " ".join(_WORD.findall(text))
+        words = " ".join(_WORD.findall(fold_compatibility(text)))
         if not words:
             return None
         query, _ = self.index.parse_query_lenient(
@@ -543,7 +558,7 @@ def _write_stamp(path: Path) -> None:
 def _document(row: Mapping[str, Any], language: str = "auto") -> tantivy.Document:
     tags = list(row.get("tags") or [])
     modified = row.get("modified")
-    text = row.get("text") or ""
+    text = fold_compatibility(row.get("text") or "")
     field = text_field_for(language) or detect_text_field(text)
     chunk_id = row["chunk_id"]
     document = tantivy.Document(
@@ -552,12 +567,12 @@ def _document(row: Mapping[str, Any], language: str = "auto") -> tantivy.Documen
         source=row["source"],
         kind=row.get("kind") or "",
         path=row.get("path") or "",
-        path_text=(row.get("path") or "").replace("/", " "),
-        title=row.get("title") or "",
-        aliases=list(row.get("aliases") or []),
-        heading=row.get("heading") or "",
+        path_text=fold_compatibility(row.get("path") or "").replace("/", " "),
+        title=fold_compatibility(row.get("title") or ""),
+        aliases=[fold_compatibility(alias) for alias in row.get("aliases") or []],
+        heading=fold_compatibility(row.get("heading") or ""),
         tags=tags,
-        tags_text=" ".join(t.replace("/", " ") for t in tags),
+        tags_text=fold_compatibility(" ".join(t.replace("/", " ") for t in tags)),
         **{field: text},
         text_bigrams=bigrams_of(text),
         text_field=field,

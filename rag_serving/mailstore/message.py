@@ -1,8 +1,10 @@
 """One RFC 822 message read into a structured record (stdlib ``email``, policy.default).
 
-Every read is guarded: a broken header is read raw (decoded with replacement), an
-unknown charset falls back to UTF-8 with replacement, a broken MIME part is passed
-over with a warning. ``read_message`` raises ``MessageError`` only when nothing of
+Every read is guarded: a broken header is read raw (decoded with replacement), a
+broken MIME part is passed over with a warning. Parts and RFC 2047 words are read in
+their charsets as mail readers read them (WHATWG labels: gb2312 as GB18030,
+iso-8859-1 as windows-1252), and as UTF-8 where the label is unknown or stale
+(``rag_serving.charsets``). ``read_message`` raises ``MessageError`` only when nothing of
 the message can be read.
 
 Every message is bounded (``rag_serving.limits.Limits``): a header block over
@@ -22,6 +24,7 @@ whose type the document parsers read (PDF, office, text, Markdown, HTML, CSV) ar
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import email.utils
 import hashlib
@@ -30,12 +33,12 @@ import weakref
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.feedparser import BytesFeedParser
-from email.header import decode_header, make_header
 from email.message import EmailMessage, Message
 from email.policy import EmailPolicy
 from pathlib import PurePosixPath
 from typing import Any
 
+from rag_serving.charsets import decode_declared, markup_charset
 from rag_serving.limits import DEFAULT_LIMITS, Limits
 
 # attachment file suffixes the document parsers read (rag_assets.formats.router)
@@ -363,16 +366,69 @@ def _references(ids: list[str], own: str | None) -> list[str]:
 
 def _clean(text: str) -> str:
     """Header text as valid Unicode: raw 8-bit bytes (kept as surrogate escapes) are
-    read as UTF-8, else Latin-1."""
+    read as UTF-8, else windows-1252 (MIME's default, us-ascii, as mail readers read it)."""
     try:
         text.encode("utf-8")
         return text
     except UnicodeEncodeError:
         raw = text.encode("utf-8", "surrogateescape")
+        return decode_declared(raw, None, undeclared="us-ascii").text
+
+
+# An RFC 2047 encoded word: =?charset(*language)?B|Q?text?=
+_ENCODED_WORD = re.compile(r"=\?([^?\s*]+)(?:\*[^?\s]*)?\?([bBqQ])\?([^?\s]*)\?=")
+_FOLD = re.compile(r"\r?\n(?=[ \t])")
+_Q_HEX = re.compile(rb"=([0-9A-Fa-f]{2})")
+
+
+def _word_bytes(encoding: str, text: str) -> bytes:
+    """The bytes an encoded word's text stands for (B: base64, Q: quoted-printable)."""
+    if encoding in "bB":
+        text = text.rstrip("=")
+        return base64.b64decode(text + "=" * (-len(text) % 4), validate=False)
+    raw = text.replace("_", " ").encode("ascii", "surrogateescape")
+    return _Q_HEX.sub(lambda m: bytes.fromhex(m[1].decode()), raw)
+
+
+def _decode_words(value: str) -> str:
+    """A header value with its RFC 2047 words decoded in their charsets as mail
+    readers read them (WHATWG labels: gb2312 as GB18030, iso-8859-1 as windows-1252;
+    ``rag_serving.charsets``), and as UTF-8 where the label is stale. Adjacent words in
+    one charset are joined before decoding: a character may be split between them."""
+    value = _FOLD.sub("", value)
+    out: list[str] = []
+    run = bytearray()  # the bytes of adjacent words in one charset
+    label = ""
+    last = 0
+    after_word = False
+    for word in _ENCODED_WORD.finditer(value):
+        gap = value[last : word.start()]
+        last = word.end()
         try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return raw.decode("latin-1")
+            data = _word_bytes(word[2], word[3])
+        except ValueError:  # not base64 or Q after all: kept as written
+            data = None
+        if data is not None and after_word and not gap.strip():
+            # the space between two encoded words is no text (RFC 2047 6.2)
+            if word[1].lower() != label.lower():
+                out.append(decode_declared(bytes(run), label).text)
+                run.clear()
+        else:
+            if run:
+                out.append(decode_declared(bytes(run), label).text)
+                run.clear()
+            out.append(gap)
+        if data is None:
+            out.append(word[0])
+            after_word = False
+            continue
+        label = word[1]
+        run.extend(data)
+        after_word = True
+    if run:
+        out.append(decode_declared(bytes(run), label).text)
+    out.append(value[last:])
+    return _clean("".join(out))
 
 
 def _raw_values(msg: Message, name: str) -> list[str]:
@@ -383,7 +439,7 @@ def _raw_values(msg: Message, name: str) -> list[str]:
 def _decoded(value: str) -> str:
     """A raw header value with its RFC 2047 words decoded where they can be."""
     with contextlib.suppress(Exception):  # else kept as written
-        value = str(make_header(decode_header(value)))
+        return _decode_words(value)
     return _clean(value)
 
 
@@ -397,7 +453,9 @@ def _header(msg: Message, name: str, warnings: list[str]) -> str:
     raw = _raw_values(msg, name)
     if not raw:
         return ""
-    if len(raw[0]) > PARSED_HEADER_CHARS:
+    if len(raw[0]) > PARSED_HEADER_CHARS or (name == "subject" and "=?" in raw[0]):
+        # the email package decodes encoded words with Python's codec of the label
+        # (strict gb2312, latin-1), not as mail readers do
         return _decoded(raw[0])
     try:
         value = msg.get(name)
@@ -431,6 +489,14 @@ def _addresses(msg: Message, name: str, warnings: list[str]) -> list[Address]:
                 for addr in getattr(header, "addresses", ()):
                     display, address = _clean(addr.display_name), _clean(addr.addr_spec)
                     found.append(Address(display, address.lower()))
+        if any("=?" in value for value in raw):
+            # encoded display names as mail readers decode them (see _decode_words)
+            names = {
+                addr.lower(): _decoded(display)
+                for display, addr in email.utils.getaddresses(raw)
+                if "=?" in display
+            }
+            found = [Address(names.get(a.address, a.name), a.address) for a in found]
     except Exception:
         warnings.append(f"the {name} header is malformed; read as written")
         found = _raw_addresses([_decoded(value) for value in raw])
@@ -488,18 +554,26 @@ def _date(msg: Message, warnings: list[str]) -> datetime | None:
 
 
 def _text_of(part: Message, warnings: list[str]) -> str:
-    """A text part's content; an unknown or wrong charset falls back to UTF-8."""
+    """A text part's content in its declared charset as mail readers read it (WHATWG
+    labels, an HTML part's ``<meta charset>`` when the part names none), or as UTF-8
+    where the label is unknown or stale (``rag_serving.charsets``)."""
     try:
-        content = part.get_content()  # type: ignore[attr-defined]
-        if isinstance(content, str):
-            return _clean(content)
-    except (LookupError, UnicodeError, ValueError, AssertionError, AttributeError, KeyError):
-        charset = part.get_content_charset() or "?"
-        warnings.append(f"text in an unknown or wrong charset ({charset}); read as UTF-8")
-    payload = part.get_payload(decode=True)
-    if isinstance(payload, bytes):
-        return payload.decode("utf-8", "replace")
-    return ""
+        payload = part.get_payload(decode=True)
+    except (ValueError, AssertionError, LookupError, TypeError):
+        payload = None
+    if not isinstance(payload, bytes):
+        return ""
+    try:
+        label = part.get_content_charset()
+    except (ValueError, LookupError, TypeError, UnicodeError):
+        label = "?"
+    if label is None and part.get_content_type() == "text/html":
+        label = markup_charset(payload)
+    what = "the HTML part" if part.get_content_type() == "text/html" else "the text part"
+    decoded = decode_declared(payload, label, what=what, undeclared="us-ascii")
+    if decoded.warning and decoded.warning not in warnings:
+        warnings.append(decoded.warning)
+    return decoded.text
 
 
 def _filename(part: Message) -> str | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hmac
 import json
-import re
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +20,7 @@ from mcp.server.auth.provider import AccessToken
 from rag_serving.config import McpConfig, McpToken
 from rag_serving.errors import ConfigError
 
+log = logging.getLogger(__name__)
 SOURCES_CLAIM = "ragline_sources"
 ALL_SOURCES = "*"
 
@@ -132,30 +133,57 @@ UNKNOWN_TOKEN = (
     "unknown bearer token: it matches no [[mcp.tokens]] entry of this server; check the "
     "secret (compared exactly) and that the server was restarted after the config changed"
 )
+MALFORMED = "malformed Authorization header: "
+# Registered HTTP authentication schemes: only these are named back. Anything else in
+# front of the first space may be the secret itself, sent without "Bearer ".
+KNOWN_SCHEMES = {
+    "basic", "digest", "dpop", "hoba", "mutual", "negotiate", "ntlm", "oauth", "token",
+    "privatetoken", "scram-sha-1", "scram-sha-256", "vapid", "aws4-hmac-sha256", "apikey",
+    "concealed",
+}  # fmt: skip
+SEND_BEARER = "send `Authorization: Bearer <token>` with a secret from [[mcp.tokens]]"
 
 
 def auth_failure(authorization: str | None) -> str:
-    """Why a request with this ``Authorization`` header was refused, in one line (the
-    token itself is never repeated)."""
+    """Why a request with this ``Authorization`` header was refused, in one line: no
+    token, a malformed header, or an unknown token. Neither the token nor any part of
+    it is repeated (only a registered scheme name is)."""
     value = (authorization or "").strip()
     if not value:
         return MISSING_TOKEN
-    scheme, _, token = value.partition(" ")
+    scheme, _, _ = value.partition(" ")
     if scheme.lower() != "bearer":
-        shown = re.sub(r"[^A-Za-z0-9._-]", "?", scheme[:20])
+        if scheme.lower() in KNOWN_SCHEMES:
+            return f"{MALFORMED}it uses the '{scheme}' scheme; {SEND_BEARER}"
         return (
-            f"the Authorization header uses the '{shown}' scheme; send "
-            "`Authorization: Bearer <token>` with a secret from [[mcp.tokens]]"
+            f"{MALFORMED}it does not start with `Bearer ` (the word Bearer, one space, then "
+            f"the secret); {SEND_BEARER}"
         )
+    token = value[len("bearer ") :]  # as the SDK reads it: all after "Bearer "
     if not token.strip():
         return MISSING_TOKEN
+    if token[0] in "\"'" or token[-1] in "\"'":
+        return f"{MALFORMED}the token is in quotes; send the secret without them"
+    if token.startswith("$"):
+        return (
+            f"{MALFORMED}the token is an unexpanded shell variable; set that variable in "
+            "the environment the client starts from, or write the secret itself"
+        )
+    if token.startswith("<") and token.endswith(">"):
+        return f"{MALFORMED}the token is a placeholder in angle brackets; put the secret there"
+    if token != token.strip() or any(c.isspace() or not c.isprintable() for c in token):
+        return (
+            f"{MALFORMED}the token holds spaces or control characters; send one space "
+            "after Bearer, then the secret alone"
+        )
     return UNKNOWN_TOKEN
 
 
 class ExplainAuthFailures:
     """ASGI middleware that rewrites the SDK's 401 answers ("invalid_token: Authentication
-    required", which clients show as an OAuth problem) to say what is wrong: no token,
-    another scheme than Bearer, or a token no ``[mcp] tokens`` entry has."""
+    required", which clients show as an OAuth problem) to say what is wrong — no token,
+    a malformed header, or a token no ``[mcp] tokens`` entry has — and logs that reason
+    for each refused request (never the token)."""
 
     def __init__(self, app: Any):
         self.app = app
@@ -173,6 +201,12 @@ class ExplainAuthFailures:
             if message["type"] == "http.response.start" and message["status"] == 401:
                 replaced = True
                 reason = auth_failure(authorization)
+                # Clients show a 401 as "Failed to connect": the log says why.
+                client = (scope.get("client") or ("?",))[0]
+                log.warning(
+                    "ragline: refused %s %s from %s: %s",
+                    scope.get("method"), scope.get("path"), client, reason,
+                )  # fmt: skip
                 body = json.dumps({"error": "invalid_token", "error_description": reason})
                 challenge = f'Bearer error="invalid_token", error_description="{reason}"'
                 await send(

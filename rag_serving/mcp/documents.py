@@ -14,12 +14,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from rag_serving.errors import RaglineError
-from rag_serving.index.store import IndexStore, sql_string
+from rag_serving.index.store import IndexStore, sql_in, sql_string
 from rag_serving.mcp.auth import Access
+from rag_serving.status import short_message
 from rag_serving.suggest import did_you_mean
 
 _ID = re.compile(r"^[0-9a-f]{8,64}$")
 _MARKDOWN_SUFFIXES = (".md", ".markdown")
+# Severities of file_issues whose item is not in the index (a warning's or pending
+# item's is), and how a message says so.
+NOT_INDEXED = {"error": "failed to index", "skipped": "is not indexed (skipped)"}
 
 
 class NotFoundError(RaglineError):
@@ -117,8 +121,39 @@ def _by_path(store: IndexStore, source: str, path: str) -> dict[str, Any]:
         doc = _document(store, f"{scope} AND path = {sql_string(candidate)}")
         if doc is not None:
             return doc
+    why = not_indexed_reason(store, source, candidates)
+    if why is not None:
+        raise NotFoundError(why)
     paths = store.read("documents", where=scope, columns=["path"]).column("path").to_pylist()
     raise NotFoundError(f"no indexed note at {source}:{path}{did_you_mean(path, paths)}")
+
+
+def not_indexed_reason(store: IndexStore, source: str, candidates: list[str]) -> str | None:
+    """Why the item at one of ``candidates`` of ``source`` is not in the index, as
+    ``status`` records it (it failed, or was skipped by rule; also a folder on its way
+    that could not be read); None when nothing is recorded for it."""
+    if not candidates or not store.table_exists("file_issues"):
+        return None
+    folders = [
+        "/".join(parts[:n]) + "/"
+        for parts in [candidates[0].split("/")]
+        for n in range(1, len(parts))
+    ]
+    rows = store.read(
+        "file_issues",
+        where=f"source = {sql_string(source)} AND {sql_in('path', [*candidates, *folders])}",
+        columns=["path", "severity", "message"],
+    ).to_pylist()
+    rows = [r for r in rows if r["severity"] in NOT_INDEXED]
+    if not rows:
+        return None
+    # The item's own record first (in the order of candidates), then its nearest folder.
+    order = [*candidates, *folders[::-1]]
+    row = min(rows, key=lambda r: order.index(r["path"]))
+    reason = short_message(row["message"])
+    if row["path"].endswith("/"):  # a folder the scan could not list or follow
+        return f"{source}:{candidates[0]} is not indexed: its folder {row['path']!r}: {reason}"
+    return f"{source}:{row['path']} {NOT_INDEXED[row['severity']]}: {reason}"
 
 
 def _document(store: IndexStore, where: str) -> dict[str, Any] | None:

@@ -108,6 +108,14 @@ class Body:
             return chunk[0], chunk[1], chunk[2] or None, None
         return self.first_line, self.last_line, None, None
 
+    def fits(self, start: int, end: int, max_lines: int, max_chars: int) -> bool:
+        """Whether file lines ``start``..``end`` come back whole under the caps."""
+        first, last = max(start, self.first_line), min(end, self.last_line)
+        if last - first + 1 > max_lines:
+            return False
+        lines = self.lines[first - self.first_line : last - self.first_line + 1]
+        return sum(len(line) + 1 for line in lines) - 1 <= max_chars
+
     def part(self, wanted: str) -> Part | None:
         """The part whose anchor ('page=6') or label ('Page 6') is ``wanted``."""
         key = _norm(wanted.lstrip("#"))

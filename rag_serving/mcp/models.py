@@ -30,7 +30,10 @@ class Hit(BaseModel):
     location: str = Field(
         description="Where to cite: 'paper.pdf#page=6', 'deck.pptx#slide=3', 'Note.md#Heading'."
     )
-    file_type: str | None = Field(description="pdf, md, docx, pptx, xlsx, html, epub, txt…")
+    file_type: str | None = Field(
+        description="pdf, md, docx, pptx, xlsx, html, epub, txt…; a code file's language "
+        "(python, go…); commit, email, entry."
+    )
     line_start: int = Field(
         description="First line of the chunk in the file (1-based; for PDFs, slides and "
         "books: in the extracted text that `open` returns)."
@@ -39,12 +42,18 @@ class Hit(BaseModel):
     snippet: str = Field(description="Matched terms are wrapped in ** **.")
     chunk_id: str
     doc_id: str
-    modified: str | None = Field(description="File modification time (ISO 8601).")
+    modified: str | None = Field(
+        description="The item's date (ISO 8601), the one `after`/`before` filter on: a "
+        "commit's date, a message's Date, a feed entry's date, a note's frontmatter or "
+        "file-name date, else the file's modification time."
+    )
     indexed_at: str | None
     stale: bool = Field(description="True when the file changed or vanished since indexing.")
     stale_reason: str | None = Field(description="'modified' or 'deleted' when stale.")
     symbol: str | None = Field(
-        default=None, description="Code: the function, method or class, e.g. 'Client.retry'."
+        default=None,
+        description="Code: the function, method or class the chunk defines, qualified "
+        "('Client.retry'); with a `symbols` filter, the one that matched.",
     )
     language: str | None = Field(default=None, description="Code: its language.")
     author: str | None = Field(
@@ -103,7 +112,7 @@ class OpenOutput(BaseModel):
     frontmatter: dict[str, Any] | None = Field(
         description="Frontmatter properties (when the whole note or its start is returned)."
     )
-    modified: str | None
+    modified: str | None = Field(description="The item's date, as search hits show it.")
     indexed_at: str | None
     stale: bool
     stale_reason: str | None

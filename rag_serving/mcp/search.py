@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from rag_serving.errors import FilterError
 from rag_serving.mcp.auth import Access
 from rag_serving.mcp.models import Hit, SearchOutput
 from rag_serving.search.engine import Mode, SearchEngine, SearchHit
@@ -49,8 +50,14 @@ class SearchRequest:
     def filters(self) -> SearchFilters:
         """The request's filters, its dates parsed (a bad one is a tool error)."""
         values = {f.name: getattr(self, f.name) for f in fields(SearchFilters)}
-        values["after"] = parse_date(self.after, "after") if self.after else None
-        values["before"] = parse_date(self.before, "before") if self.before else None
+        # An empty date is a bad date, not an absent filter.
+        after = parse_date(self.after, "after") if self.after is not None else None
+        before = parse_date(self.before, "before") if self.before is not None else None
+        if after and before and after >= before:
+            raise FilterError(
+                f"after {self.after} is not before before {self.before}: no item can match"
+            )
+        values["after"], values["before"] = after, before
         return SearchFilters(**values)
 
 

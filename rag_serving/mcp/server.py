@@ -33,10 +33,13 @@ from rag_serving.mcp.tool_errors import argument_errors, unknown_arguments, unkn
 from rag_serving.mcp.tools import AccessResolver, register_tools
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-INSTRUCTIONS = """ragline searches the user's personal notes (Markdown/Obsidian vaults).
-Start with `search`; cite hits by path, heading and line range; read more with
-`open` (by chunk_id or doc_id); follow [[links]] with `neighbors`. `list_sources`
-and `status` describe what is indexed; `reindex` refreshes a source."""
+INSTRUCTIONS = """ragline searches the user's own knowledge index: notes (Markdown and
+Obsidian vaults), documents (PDF, office files, web pages, e-books), git repositories
+(code and commits), mail, feeds and Calibre books. Start with `search`; cite a hit by
+its `location` (path#page=…, path#L10-L42, note#Heading); read more with `open` (by
+chunk_id or doc_id); follow [[links]], a file's symbols and commits or a message's
+thread with `neighbors`. `list_sources` and `status` describe what is indexed and what
+failed; `reindex` refreshes a source."""
 
 log = logging.getLogger(__name__)
 
@@ -204,9 +207,20 @@ def serve_then_exit(serve: Callable[[], object]) -> NoReturn:
     end_process(code)
 
 
+def plain_logging(level: str) -> None:
+    """Log one line per record to stderr. Set before the SDK configures its Rich handler
+    (``basicConfig`` then does nothing), which wraps at 80 columns when stderr is not a
+    terminal and puts its file:line column inside a wrapped message: a refused token's
+    reason came out in pieces."""
+    logging.basicConfig(
+        level=level, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr
+    )
+
+
 def run_stdio(config: RaglineConfig) -> NoReturn:
     """Serve over stdin/stdout with full access (the user who started it); the process
     ends when the client closes stdin."""
+    plain_logging("WARNING")
     service = RaglineService(config)
     server = build_server(config, auth="local", service=service)
     warm_in_background(service)
@@ -228,6 +242,7 @@ def run_http(
             f"--no-auth is only allowed on a loopback address, not {host}; configure "
             "[mcp] tokens to serve other machines"
         )
+    plain_logging("INFO")
     for warning in check_tokens(config.mcp, [s.name for s in config.sources]):
         log.warning("ragline: %s", warning)
     base = f"http://{'[' + host + ']' if ':' in host else host}:{port}"

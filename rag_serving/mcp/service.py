@@ -15,7 +15,7 @@ from rag_serving.config import RaglineConfig
 from rag_serving.mcp.auth import Access
 from rag_serving.mcp.code import file_symbols, is_commit, symbol_range, touching_commits
 from rag_serving.mcp.documents import check_source, locate
-from rag_serving.mcp.excerpts import Body
+from rag_serving.mcp.excerpts import Body, RangeError
 from rag_serving.mcp.links import Edge, LinkGraphCache, Note
 from rag_serving.mcp.models import (
     BacklinkOut,
@@ -110,6 +110,11 @@ class RaglineService:
         max_chars: int = DEFAULT_OPEN_CHARS,
         start_char: int = 0,
     ) -> OpenOutput:
+        if section is not None and (start_line is not None or end_line is not None):
+            raise RangeError(
+                "give `section` or `start_line`/`end_line`, not both (a section is a range "
+                "of its own)"
+            )
         engine = self.engine
         with self._read_lock:
             found = self._locate(access, id, source, path)
@@ -117,11 +122,19 @@ class RaglineService:
         doc, chunk = found.doc, found.chunk
         body = Body.of(doc["body"] or "", int(doc["body_start_line"] or 1), doc["sections_json"])
         chunk_range = (chunk["line_start"], chunk["line_end"], chunk["heading"]) if chunk else None
-        if chunk is not None and start_line is None and end_line is None and section is None:
+        symbol = None
+        in_context = chunk_range is not None and (start_line, end_line, section) == (None,) * 3
+        if in_context:
             table = self._table()
-            whole = symbol_range(engine.store, table, chunk) if table else None
-            chunk_range = whole or chunk_range  # a code chunk: its whole symbol
-        start, end, heading, anchor = body.choose_range(start_line, end_line, section, chunk_range)
+            symbol = symbol_range(engine.store, table, chunk) if table else None
+        start, end, heading, anchor = body.choose_range(
+            start_line, end_line, section, symbol or chunk_range
+        )
+        # A chunk opens in its context (its page, its whole function) when that fits the
+        # caps; else as its own lines, so that the answer always holds it.
+        if in_context and chunk_range and not body.fits(start, end, max_lines, max_chars):
+            start, end = chunk_range[0], chunk_range[1]
+            heading = heading if anchor else chunk_range[2] or None
         excerpt = body.cut(start, end, max_lines, heading, max_chars, start_char)
         frontmatter = json.loads(doc["frontmatter_json"] or "{}") or None
         return OpenOutput(

@@ -17,25 +17,42 @@ from typing import Any
 from pydantic import ValidationError
 
 # Names models often use for an argument that has another name here.
-ARGUMENT_ALIASES = {
-    "limit": "k",
-    "top_k": "k",
-    "n": "k",
-    "max_results": "k",
-    "num_results": "k",
-    "source": "sources",
-    "kind": "kinds",
-    "type": "types",
-    "file_type": "types",
-    "tag": "tags",
-    "path": "path_prefix",
-    "folder": "path_prefix",
-    "q": "query",
-    "text": "query",
-    "doc_id": "id",
-    "chunk_id": "id",
-    "heading": "section",
-    "name": "source",
+# Names a caller may guess → the arguments they may mean, in order (a tool offers
+# those it takes).
+ARGUMENT_ALIASES: dict[str, tuple[str, ...]] = {
+    "limit": ("k",),
+    "top_k": ("k",),
+    "n": ("k",),
+    "max_results": ("k",),
+    "num_results": ("k",),
+    "source": ("sources",),
+    "kind": ("kinds",),
+    "type": ("types",),
+    "file_type": ("types",),
+    "language": ("languages",),
+    "lang": ("languages",),
+    "tag": ("tags",),
+    "author": ("authors",),
+    "sender": ("senders",),
+    "from": ("senders",),
+    "to": ("recipients",),
+    "recipient": ("recipients",),
+    "feed": ("feeds",),
+    "symbol": ("symbols",),
+    "path": ("path_prefix",),
+    "folder": ("folders", "path_prefix"),  # a mail folder or a folder of files
+    "since": ("after",),
+    "from_date": ("after",),
+    "start_date": ("after",),
+    "until": ("before",),
+    "to_date": ("before",),
+    "end_date": ("before",),
+    "q": ("query",),
+    "text": ("query",),
+    "doc_id": ("id",),
+    "chunk_id": ("id",),
+    "heading": ("section",),
+    "name": ("source",),
 }
 # An absolute path (or ~/…) in free text; not a URL's path, not "a/b" inside a word.
 _PATH = re.compile(r"(?<![\w.:/~-])~?/[^\s'\"`,;()<>]*[^\s'\"`,;()<>.]")
@@ -142,11 +159,11 @@ def unknown_arguments(
         return None
     described = []
     for name in unknown:
-        guess = ARGUMENT_ALIASES.get(name)
-        if guess not in known:
-            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-            guess = close[0] if close else None
-        described.append(f"`{name}` (did you mean `{guess}`?)" if guess else f"`{name}`")
+        guesses = [g for g in ARGUMENT_ALIASES.get(name, ()) if g in known]
+        if not guesses:
+            guesses = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        meant = " or ".join(f"`{g}`" for g in guesses)
+        described.append(f"`{name}` (did you mean {meant}?)" if guesses else f"`{name}`")
     takes = f"it takes: {', '.join(known)}" if known else "it takes no arguments"
     noun = "argument" if len(unknown) == 1 else "arguments"
     return f"{tool}: unknown {noun} {', '.join(described)}; {takes}"

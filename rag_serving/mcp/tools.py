@@ -12,13 +12,13 @@ import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio.to_thread
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
-from pydantic import Field
+from pydantic import BeforeValidator, Field, Strict
 
 from rag_serving.errors import RaglineError
 from rag_serving.mcp.auth import Access
@@ -38,6 +38,31 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 AccessResolver = Callable[[], Access]
 
+
+def _a_number(value: object) -> object:
+    """Refuse text and booleans where a number is wanted (pydantic reads "5" as 5 and
+    true as 1); whole floats stay accepted, as JSON Schema counts 3.0 an integer."""
+    if isinstance(value, str | bool):
+        raise ValueError("not a number")
+    return value
+
+
+# Argument types that never coerce: a string is no boolean ("yes", "true", "1" are
+# errors, not true) and no number. Bounds go inside, before the validator, so that
+# the published schema keeps them as minimum/maximum.
+Flag = Annotated[bool, Strict()]
+
+
+def whole(ge: int | None = None, le: int | None = None) -> Any:
+    """An integer argument between ``ge`` and ``le``."""
+    return Annotated[int, Field(ge=ge, le=le), BeforeValidator(_a_number)]
+
+
+def number(ge: float | None = None, le: float | None = None) -> Any:
+    """A number argument between ``ge`` and ``le``."""
+    return Annotated[float, Field(ge=ge, le=le), BeforeValidator(_a_number)]
+
+
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 REINDEX = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
@@ -49,35 +74,48 @@ repositories (code by function/class, and commits), mail (messages and their
 attachments), feed entries and Calibre books).
 
 Returns ranked chunks with what you need to cite them: source, path, `location`
-(e.g. 'paper.pdf#page=6', 'deck.pptx#slide=3'), heading, line range, chunk_id and
-doc_id, and a `stale` flag when the file changed since it was indexed. Use `open`
-with a hit's chunk_id (or doc_id) to read the page, slide or section it is on.
-Filters: `sources`/`kinds`/`types` match any of the given values (types are file
-types: pdf, md, docx, pptx, xlsx, html, epub, txt…), `tags` must all be present (a tag also matches its nested tags), `path_prefix` is relative
-to the source root, `after`/`before` compare the file's modification date
-(YYYY-MM-DD; a commit's date for commits). Code hits carry `symbol` and `language`
-and cite `path#L10-L42`; commit hits (file_type 'commit') carry `author`, and their
-title is the subject. `languages`, `symbols` (a function or class, short or
-qualified name) and `authors` (of commits, books, feed entries) narrow further.
-Message hits (file_type 'email') carry `author` (the sender) and `folder`, and their
-title is the subject; filter them with `senders`, `recipients`, `folders`; a
-message's `neighbors` are its thread and attachments. Feed entries (file_type
-'entry') carry `feed` (filter: `feeds`); books carry `author` (filters: `authors`,
-`series`, `tags`). An unknown source, kind, tag, language, symbol, author, sender,
-folder, series or feed is an error that lists close matches; call `list_sources`
-to see the sources."""
+(e.g. 'paper.pdf#page=6', 'deck.pptx#slide=3', 'src/app.py#L10-L42'), heading, line
+range, chunk_id and doc_id, the item's date (`modified`), and a `stale` flag when the
+file changed since it was indexed. Use `open` with a hit's chunk_id (or doc_id) to read
+the page, slide, function or section it is on.
+
+Filters (each list matches any of its values; all filters must hold):
+`sources`, `kinds`; `types` (file types: pdf, md, docx, pptx, xlsx, html, epub, txt…;
+a code file's type is its language: python, go…; commit, email, entry; aliases such
+as 'markdown' or 'py' are accepted); `tags` (all must be present; a tag also matches
+its nested tags); `path_prefix` (relative to the source root); `after`/`before`
+(YYYY-MM-DD or ISO 8601) compare each item's own date, the `modified` of its hits: a
+commit's date, a message's Date, a feed entry's published or updated date, a note's
+date (its frontmatter `date`/`created`, or a date in its file name such as
+'2024-01-15.md'), otherwise the file's modification time.
+Code hits carry `symbol` (with a `symbols` filter: the symbol that matched, with its
+class: 'UploadClient.upload') and `language`; `languages` (aliases such as 'py',
+'golang', 'c++') and `symbols` (a function, method or class, short or qualified name)
+narrow to code. Commit hits (file_type 'commit') carry `author`; their title is the
+subject. `authors` (name or e-mail) matches the author of commits, books and feed
+entries and of messages (their sender). Message hits (file_type 'email') carry
+`author` (the sender) and `folder`, their title is the subject; `senders`,
+`recipients` (To or Cc) and `folders` narrow to messages; a message's `neighbors` are
+its thread and attachments. Feed entries (file_type 'entry') carry `feed` (filter:
+`feeds`); books carry `author` (filters: `authors`, `series`, `tags`).
+An unknown source, kind, type, tag, language, symbol, author, sender, recipient,
+folder, series or feed is an error that lists close matches; call `list_sources` to
+see the sources."""
 
 OPEN_DESCRIPTION = """Read an indexed note or document, or part of it, with line numbers.
 
 Name it by `id` (a doc_id or chunk_id from `search` or `neighbors`) or by
-`source` + `path` (relative to the source root, as `search` returns it). Without a
-range, a chunk id returns that chunk's lines — for a PDF, slide deck, spreadsheet
-or e-book, the whole page, slide, sheet or chapter the chunk is on — and a doc id
-the whole document. Narrow with `start_line`/`end_line` (inclusive) or `section`
-(a heading or heading path like 'Install > Linux' or 'Install#Linux', or a part's
-anchor like 'page=6', 'slide=3', 'sheet=Sales', 'chapter=2'). A code chunk's id
-returns its whole function, method or class with line numbers. Only indexed items can
-be opened; the text is the indexed text (see `stale`)."""
+`source` + `path` (relative to the source root, as `search` returns it; '.md' may be
+left out). A doc id returns the whole document. A chunk id returns the chunk in its
+context: for a note, the chunk's lines; for a PDF, slide deck, spreadsheet or e-book,
+the whole page, slide, sheet or chapter it is on; for code, its whole function,
+method or class — and the chunk's own lines when that context is longer than
+`max_lines`/`max_chars`, so the answer always holds the chunk. Narrow with either
+`start_line`/`end_line` (inclusive) or `section` (a heading or heading path like
+'Install > Linux' or 'Install#Linux', or a part's anchor like 'page=6', 'slide=3',
+'sheet=Sales', 'chapter=2'), not both. Only indexed items can be opened; for a file
+that failed to index or was skipped, the error says why (as `status` does). The text
+is the indexed text (see `stale`)."""
 
 NEIGHBORS_DESCRIPTION = """The link graph around a note: its outgoing [[links]], its
 ![[embeds]], and its backlinks (other notes linking to it), each resolved to the
@@ -131,45 +169,75 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
             str, Field(description="What to look for, in natural language or keywords.")
         ],
         k: Annotated[
-            int | None, Field(ge=1, le=100, description="Number of hits (default 10).")
+            whole(1, 100) | None,
+            Field(description="Number of hits (default: the server's [search] k, 10 unless set)."),
         ] = None,
         mode: Annotated[
             Literal["hybrid", "bm25", "vector"] | None,
-            Field(description="hybrid (default), bm25 (keywords) or vector (meaning)."),
+            Field(
+                description="hybrid (BM25 and vectors fused), bm25 (keywords) or vector "
+                "(meaning); default: the server's [search] mode, hybrid unless set."
+            ),
         ] = None,
         sources: Annotated[list[str] | None, Field(description="Only these sources.")] = None,
         kinds: Annotated[
             list[str] | None,
-            Field(description="Only these kinds of source, e.g. 'markdown', 'documents'."),
+            Field(description="Only these kinds of source, e.g. 'markdown', 'documents', 'git'."),
         ] = None,
         types: Annotated[
-            list[str] | None, Field(description="Only these file types, e.g. 'pdf', 'docx'.")
+            list[str] | None,
+            Field(
+                description="Only these file types, e.g. 'pdf', 'docx', 'md', 'python' (a code "
+                "file's type is its language), 'commit', 'email', 'entry'; aliases such as "
+                "'markdown' or 'py' are accepted."
+            ),
         ] = None,
         path_prefix: Annotated[
-            str | None, Field(description="Only paths under this folder.")
+            str | None,
+            Field(
+                description="Only paths starting with this, relative to the source root "
+                "(end it with '/' for a folder)."
+            ),
         ] = None,
         tags: Annotated[
-            list[str] | None, Field(description="Only notes with all these tags.")
+            list[str] | None,
+            Field(description="Only items with all these tags (a tag matches its nested tags)."),
         ] = None,
         after: Annotated[
-            str | None, Field(description="Modified on or after (YYYY-MM-DD).")
+            str | None,
+            Field(
+                description="Only items dated on or after this (YYYY-MM-DD or ISO 8601): each "
+                "item's own date, as its hits show it in `modified` (see the tool's "
+                "description)."
+            ),
         ] = None,
-        before: Annotated[str | None, Field(description="Modified before (YYYY-MM-DD).")] = None,
+        before: Annotated[
+            str | None,
+            Field(
+                description="Only items dated before this (YYYY-MM-DD or ISO 8601), by the "
+                "same date as `after`."
+            ),
+        ] = None,
         languages: Annotated[
             list[str] | None,
-            Field(description="Only code in these languages, e.g. 'python', 'go', 'typescript'."),
+            Field(
+                description="Only code in these languages, e.g. 'python', 'go', 'typescript' "
+                "(aliases such as 'py', 'golang', 'c++' accepted)."
+            ),
         ] = None,
         symbols: Annotated[
             list[str] | None,
             Field(
-                description="Only code chunks defining these functions/classes, e.g. "
-                "'retry_upload' or 'UploadClient.retry_upload'."
+                description="Only code chunks defining these functions, methods or classes, "
+                "e.g. 'retry_upload' or 'UploadClient.retry_upload'; a hit's `symbol` names "
+                "the one that matched."
             ),
         ] = None,
         authors: Annotated[
             list[str] | None,
             Field(
-                description="Only commits, books or feed entries by these authors (name or e-mail)."
+                description="Only items by these authors (name or e-mail): commits, books, "
+                "feed entries, and messages by their sender."
             ),
         ] = None,
         senders: Annotated[
@@ -191,7 +259,7 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
             list[str] | None, Field(description="Only entries of these feeds (by title).")
         ] = None,
         rerank: Annotated[
-            bool | None,
+            Flag | None,
             Field(
                 description="Re-score the top hits with the configured reranker (slower, often "
                 "more precise); default: the server's setting. An error if none is configured."
@@ -226,24 +294,30 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
         source: Annotated[str | None, Field(description="Source name (with `path`).")] = None,
         path: Annotated[str | None, Field(description="Path relative to the source root.")] = None,
         start_line: Annotated[
-            int | None, Field(ge=1, description="First file line to return.")
+            whole(1) | None,
+            Field(description="First file line to return (not with `section`)."),
         ] = None,
         end_line: Annotated[
-            int | None, Field(ge=1, description="Last file line to return.")
+            whole(1) | None,
+            Field(description="Last file line to return (not with `section`)."),
         ] = None,
-        section: Annotated[str | None, Field(description="A heading or heading path.")] = None,
-        max_lines: Annotated[int, Field(ge=1, le=5000, description="Cap on returned lines.")] = 400,
-        max_chars: Annotated[
-            int,
+        section: Annotated[
+            str | None,
             Field(
-                ge=100,
-                le=MAX_OPEN_CHARS,
+                description="A heading or heading path ('Install > Linux'), or a part's anchor "
+                "('page=6'); not with start_line/end_line."
+            ),
+        ] = None,
+        max_lines: Annotated[whole(1, 5000), Field(description="Cap on returned lines.")] = 400,
+        max_chars: Annotated[
+            whole(100, MAX_OPEN_CHARS),
+            Field(
                 description="Cap on returned characters; a longer range ends at next_line / "
                 "next_char.",
             ),
         ] = DEFAULT_OPEN_CHARS,
         start_char: Annotated[
-            int, Field(ge=0, description="Character of start_line to begin at (next_char).")
+            whole(0), Field(description="Character of start_line to begin at (next_char).")
         ] = 0,
     ) -> OpenOutput:
         return await call(
@@ -275,11 +349,11 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
     async def reindex(
         source: Annotated[str, Field(description="The source to index (see `list_sources`).")],
         full: Annotated[
-            bool, Field(description="Re-read and re-chunk every file (vectors are reused).")
+            Flag, Field(description="Re-read and re-chunk every file (vectors are reused).")
         ] = False,
         wait_seconds: Annotated[
-            float,
-            Field(ge=0, le=3600, description="Seconds to wait for the run to end (default 50)."),
+            number(0, 3600),
+            Field(description="Seconds to wait for the run to end (default 50)."),
         ] = 50,
     ) -> ReindexOutput:
         return await call(service.reindex, source=source, full=full, wait_s=wait_seconds)

@@ -366,7 +366,8 @@ class SearchEngine:
         if rerank and fused and self.store.table_exists(self.generation.table):
             with timer.stage("rerank"):
                 fused, reranked = self._rerank(query, fused)
-        hits = self._materialize(query, fused, k, timer, {h.chunk_id: h for h in bm25})
+        found = {h.chunk_id: h for h in bm25}
+        hits = self._materialize(query, fused, k, timer, found, filters.symbols)
         for i, hit in enumerate(hits):
             if hit.chunk_id in reranked:
                 hits[i] = replace(hit, explain={**hit.explain, "rerank": reranked[hit.chunk_id]})
@@ -509,10 +510,12 @@ class SearchEngine:
         k: int,
         timer: StageTimer | None = None,
         found: dict[str, Bm25Hit] | None = None,
+        symbols: tuple[str, ...] = (),
     ) -> list[SearchHit]:
         """Fetch the chunks' rows from LanceDB, the source of truth (a chunk the
         full-text index still holds but LanceDB no longer does is dropped); ``found``
-        are the query's BM25 hits, whose stored rows give their snippets."""
+        are the query's BM25 hits, whose stored rows give their snippets; ``symbols``
+        those the search was filtered on (a hit names the one it defines)."""
         assert self.generation is not None
         timer = timer or StageTimer()
         if not fused or not self.store.table_exists(self.generation.table):
@@ -552,7 +555,7 @@ class SearchEngine:
                     explain=explain_as_dict(hit.explain),
                     location=hit_location(row["path"], row["anchor"]),
                     file_type=facets.get("type"),
-                    symbol=facets.get("symbol"),
+                    symbol=matched_symbol(row.get("facets"), symbols) or facets.get("symbol"),
                     language=facets.get("language"),
                     author=facets.get("author_name"),
                     folder=facets.get("folder"),
@@ -719,6 +722,20 @@ def facet_values(facets: list[str] | None) -> dict[str, str]:
         if colon:
             out.setdefault(name, value)
     return out
+
+
+def matched_symbol(facets: list[str] | None, wanted: tuple[str, ...]) -> str | None:
+    """The qualified name of the first symbol a chunk defines that is one of ``wanted``
+    (short or qualified): a class chunk holding the method ``retry`` asked for names
+    ``Client.retry``, not ``Client``. None when nothing is wanted or matches."""
+    if not wanted:
+        return None
+    # A definition's facets are its qualified name, then its short one when it differs.
+    names = [f[len("symbol:") :] for f in facets or () if f.startswith("symbol:")]
+    for name in names:
+        if any(name == w or name.endswith("." + w) for w in wanted):
+            return name
+    return None
 
 
 def rerank_text(row: dict[str, Any]) -> str:

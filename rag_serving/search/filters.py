@@ -31,7 +31,9 @@ TYPE_ALIASES = {
     "tsv": "csv",
     "xlsm": "xlsx",
 }
-# Other names people use for a code language (``--language py`` is ``python``).
+# Other names people use for a code language (``--language py`` is ``python``). A code
+# file's type is its language, so ``--type py`` is ``python`` too; no key here is a
+# type an indexed file can have (a file ending in ``.py`` has type ``python``).
 LANGUAGE_ALIASES = {
     "py": "python",
     "js": "javascript",
@@ -58,14 +60,17 @@ class SearchFilters:
 
     Several sources or kinds match any of them; several tags must all be present
     (a tag also matches its nested tags: ``project`` matches ``project/alpha``).
-    ``path_prefix`` is relative to the source's root. Dates compare with the
-    file's modification time (a commit's date for a commit). Several ``types``
-    (file types: ``pdf``, ``md``…), ``languages`` (of code), ``symbols`` (a code
-    chunk's function or class, qualified ``Client.retry`` or short ``retry``),
-    ``authors`` (of a commit, a book or a feed entry: name or e-mail), ``senders`` and
-    ``recipients`` (of a message: name or address; To and Cc), ``folders`` (a mail
-    folder, and the folders inside it), ``series`` (of a book) or ``feeds`` (by title)
-    match any of them.
+    ``path_prefix`` is relative to the source's root. ``after``/``before`` compare
+    each item's date, the ``modified`` its hits show (``documents.modified``): the
+    date an item carries where it has one (a commit's, a message's Date, a feed
+    entry's, a note's frontmatter or file-name date), else the file's modification
+    time. Several ``types`` (file types: ``pdf``, ``md``, a code file's language…;
+    aliases such as ``markdown`` or ``py`` accepted), ``languages`` (of code),
+    ``symbols`` (a code chunk's function or class, qualified ``Client.retry`` or short
+    ``retry``), ``authors`` (of a commit, a message (its sender), a book or a feed
+    entry: name or e-mail), ``senders`` and ``recipients`` (of a message: name or
+    address; To and Cc), ``folders`` (a mail folder, and the folders inside it),
+    ``series`` (of a book) or ``feeds`` (by title) match any of them.
     """
 
     sources: tuple[str, ...] = ()
@@ -98,12 +103,14 @@ class SearchFilters:
             before=_utc(self.before),
             types=tuple(
                 dict.fromkeys(
-                    TYPE_ALIASES.get(t, t) for t in (x.lower().lstrip(".") for x in self.types)
+                    TYPE_ALIASES.get(t, LANGUAGE_ALIASES.get(t, t))
+                    for t in (x.strip().lower().lstrip(".") for x in self.types)
                 )
             ),
             languages=tuple(
                 dict.fromkeys(
-                    LANGUAGE_ALIASES.get(x, x) for x in (v.strip().lower() for v in self.languages)
+                    LANGUAGE_ALIASES.get(x, x)
+                    for x in (v.strip().lower().lstrip(".") for v in self.languages)
                 )
             ),
             symbols=tuple(dict.fromkeys(v.strip() for v in self.symbols)),
@@ -241,7 +248,7 @@ def validate_filters(filters: SearchFilters, vocabulary: IndexVocabulary) -> Sea
     for author in filters.authors:
         if author not in vocabulary.authors:
             raise FilterError(
-                f"no indexed commit, book or feed entry has author {author!r}"
+                f"no indexed commit, message, book or feed entry has author {author!r}"
                 f"{did_you_mean(author, vocabulary.authors)} (give a name or an e-mail address)"
             )
     for values, indexed, what in (
@@ -263,7 +270,7 @@ def validate_filters(filters: SearchFilters, vocabulary: IndexVocabulary) -> Sea
     if filters.after and filters.before and filters.after >= filters.before:
         raise FilterError(
             f"--after {filters.after.isoformat()} is not before --before "
-            f"{filters.before.isoformat()}: no document can match"
+            f"{filters.before.isoformat()}: no item can match"
         )
     return filters
 
