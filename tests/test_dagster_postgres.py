@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from rag_assets.recovery import HEARTBEAT_TAG, PROCESS_TAG, reap_dead_runs
 from rag_serving.config import DagsterConfig, parse_config_file
 from rag_serving.errors import ConfigError
 from tests.conftest import write_config
@@ -134,6 +135,7 @@ def test_runs_are_recorded_in_postgres_and_take_turns_there(tmp_path: Path, post
         key=lambda r: r.start_time,
     )
     assert [r.dagster_run.status for r in records] == [DagsterRunStatus.SUCCESS] * 2
+    assert all(HEARTBEAT_TAG in r.dagster_run.tags for r in records)  # other hosts can tell
     assert {r.dagster_run.tags["dagster/partition"] for r in records} == {"long", "short"}
     first, second = records
     assert second.start_time < first.end_time, "the runs did not overlap: the test proves nothing"
@@ -193,3 +195,52 @@ def test_the_ui_and_its_daemon_run_on_postgres(
     assert run.dagster_run.status == DagsterRunStatus.SUCCESS
     assert run.dagster_run.tags["dagster/partition"] == "journal"
     assert not list((config.data_dir / "dagster").rglob("*.db"))
+
+
+def test_a_run_of_a_host_gone_silent_is_reaped_from_any_host(
+    tmp_path: Path, postgres: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs another host started: one whose heartbeat stopped 10 minutes ago is failed
+    so the writer pool is free again (that host went down); one beating 20 s ago is left
+    alone, as is one of this host whose process lives."""
+    import socket
+    from datetime import UTC, datetime, timedelta
+
+    from dagster import DagsterRunStatus
+    from dagster._core.storage.dagster_run import DagsterRun
+
+    from rag_assets.instance import open_instance
+    from rag_assets.recovery import process_tags
+
+    monkeypatch.setenv(URL_ENV, postgres)
+    config = parse_config_file(with_postgres(write_config(tmp_path, [])))
+    instance = open_instance(config.data_dir, dagster=config.dagster)
+
+    def started_run(tags: dict[str, str]) -> str:
+        run = instance.add_run(
+            DagsterRun(job_name="index_source", status=DagsterRunStatus.STARTED, tags=tags)
+        )
+        return run.run_id
+
+    def beat(ago_s: float) -> str:
+        return (datetime.now(UTC) - timedelta(seconds=ago_s)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    elsewhere = "pid 4242 on nas-gone since 2026-01-01 00:00:00.000 UTC"
+    silent = started_run({PROCESS_TAG: elsewhere, HEARTBEAT_TAG: beat(600)})
+    beating = started_run({PROCESS_TAG: elsewhere.replace("gone", "up"), HEARTBEAT_TAG: beat(20)})
+    mine = started_run(process_tags())  # this test's own process: alive
+    assert socket.gethostname() not in ("nas-gone", "nas-up")
+
+    assert reap_dead_runs(instance) == [silent]
+    failed = instance.get_run_by_id(silent)
+    assert failed is not None and failed.status == DagsterRunStatus.FAILURE
+    reasons = [e.message for e in instance.all_logs(silent) if e.dagster_event is not None]
+    assert any("the host nas-gone running this run has not been heard from since" in r
+               for r in reasons), reasons  # fmt: skip
+    # the others still run (and hold the writer pool, which admits in-flight runs only)
+    assert [instance.get_run_by_id(r).status for r in (beating, mine)] == [
+        DagsterRunStatus.STARTED
+    ] * 2
+    for run_id in (beating, mine):
+        instance.report_run_failed(instance.get_run_by_id(run_id), "test over")
+        instance.event_log_storage.free_concurrency_slots_for_run(run_id)
