@@ -14,6 +14,8 @@ from rag_serving.index.layout import IndexLayout
 if TYPE_CHECKING:
     from dagster import DagsterInstance
 
+    from rag_serving.config import DagsterConfig
+
 DAGSTER_HOME_ENV = "DAGSTER_HOME"
 # What the user set, before ragline points DAGSTER_HOME at a data dir itself.
 _USER_DAGSTER_HOME = os.environ.get(DAGSTER_HOME_ENV)
@@ -29,27 +31,60 @@ def dagster_home_for(data_dir: Path) -> Path:
     return IndexLayout(data_dir).dagster_home
 
 
-def instance_settings() -> str:
-    """Text of the dagster.yaml that ragline installs (telemetry off, writer pool)."""
-    return resources.files("rag_assets").joinpath("dagster.yaml").read_text(encoding="utf-8")
+# The variable dagster.yaml reads the Postgres URL from: ragline sets it in its own
+# environment (normalised to psycopg2's scheme), so `dagster dev` and every process it
+# starts find it, and the URL (a password, perhaps) is never written to disk.
+STORAGE_URL_ENV = "RAGLINE_DAGSTER_STORAGE_URL"
+POSTGRES_STORAGE = f"""
+# [dagster] storage = "postgres": runs, events, schedules, sensors' cursors and the
+# writer pool in Postgres, shared by every host (the URL from ${STORAGE_URL_ENV},
+# which ragline sets from [dagster] postgres_url or postgres_url_env).
+storage:
+  postgres:
+    postgres_url:
+      env: {STORAGE_URL_ENV}
+"""
 
 
-def prepare_dagster_home(data_dir: Path) -> Path:
+def instance_settings(storage: str = "sqlite") -> str:
+    """Text of the dagster.yaml that ragline installs (telemetry off, writer pool;
+    ``storage``: ``sqlite`` or ``postgres``)."""
+    text = resources.files("rag_assets").joinpath("dagster.yaml").read_text(encoding="utf-8")
+    return text + POSTGRES_STORAGE if storage == "postgres" else text
+
+
+def _installed_by_ragline(text: bytes) -> bool:
+    digest = hashlib.sha256(text).hexdigest()
+    ours = {
+        hashlib.sha256(instance_settings(kind).encode()).hexdigest()
+        for kind in ("sqlite", "postgres")
+    }
+    return digest in ours | _EARLIER_DEFAULTS
+
+
+def prepare_dagster_home(data_dir: Path, dagster: DagsterConfig | None = None) -> Path:
     """Create DAGSTER_HOME with ragline's dagster.yaml (kept if the user wrote their
-    own; one an earlier ragline installed is brought up to date).
+    own; one ragline installed is brought up to date). ``dagster``: the config's
+    ``[dagster]`` settings (None: keep the storage the file has); for Postgres, the
+    URL is put in this process's environment for Dagster to read.
 
-    The environment is left alone (child processes of tests must not inherit one
-    index's instance); open the instance with ``open_instance``."""
+    Nothing else of the environment changes (child processes of tests must not
+    inherit one index's instance); open the instance with ``open_instance``."""
     home = dagster_home_for(data_dir)
     home.mkdir(parents=True, exist_ok=True)
     settings = home / "dagster.yaml"
-    current = instance_settings()
-    if not settings.exists():
-        settings.write_text(current, encoding="utf-8")
-    else:
-        digest = hashlib.sha256(settings.read_bytes()).hexdigest()
-        if digest in _EARLIER_DEFAULTS:
-            settings.write_text(current, encoding="utf-8")
+    current = settings.read_text(encoding="utf-8") if settings.exists() else None
+    if dagster is not None:
+        url = dagster.storage_url()  # a missing or wrong URL: a ConfigError, before Dagster
+        if url is not None:
+            os.environ[STORAGE_URL_ENV] = url
+        wanted = instance_settings(dagster.storage)
+    else:  # keep the storage the file names
+        postgres = current is not None and POSTGRES_STORAGE in current
+        wanted = instance_settings("postgres" if postgres else "sqlite")
+    ours = current is None or _installed_by_ragline(current.encode("utf-8"))
+    if ours and current != wanted:
+        settings.write_text(wanted, encoding="utf-8")
     return home
 
 
@@ -64,8 +99,11 @@ NO_LOG_CAPTURE = {
 }
 
 
-def open_instance(data_dir: Path, capture_logs: bool = True) -> DagsterInstance:
-    """The project's Dagster instance (created on first use).
+def open_instance(
+    data_dir: Path, capture_logs: bool = True, dagster: DagsterConfig | None = None
+) -> DagsterInstance:
+    """The project's Dagster instance (created on first use; ``dagster``: the
+    config's ``[dagster]``, see ``prepare_dagster_home``).
 
     Two processes creating the same instance at once (two first-ever `ragline index`
     runs) would both run its storage migrations and fail; a lock file serialises
@@ -73,7 +111,7 @@ def open_instance(data_dir: Path, capture_logs: bool = True) -> DagsterInstance:
     from dagster import DagsterInstance
     from dagster._core.instance.ref import InstanceRef
 
-    home = prepare_dagster_home(data_dir)
+    home = prepare_dagster_home(data_dir, dagster)
     with open(home / ".ragline-open.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:

@@ -7,6 +7,11 @@ Each run records the process that executes it in one readable tag
 pid apart); ``reap_dead_runs`` marks runs whose process is gone as failed and frees
 their slots. The index itself needs no repair step: every stage is idempotent and
 the next run converges to the right content.
+
+A pid means nothing on another host. When the instance is shared (Postgres), each
+run's process also records a heartbeat (``ragline/heartbeat``, UTC, every
+``HEARTBEAT_S``); a run of another host unheard of for ``STALE_AFTER_S`` is reaped
+by whichever host looks first, so a host that went down never holds the writer pool.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from __future__ import annotations
 import os
 import re
 import socket
-from datetime import UTC, datetime
+import threading
+from datetime import UTC, datetime, timedelta
 
 import psutil
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
@@ -25,6 +31,11 @@ PID_TAG = "ragline/pid"
 PID_STARTED_TAG = "ragline/pid_started"
 HOST_TAG = "ragline/host"
 _PROCESS = re.compile(r"^pid (\d+) on (.+) since (\S+ \S+) UTC$")
+HEARTBEAT_TAG = "ragline/heartbeat"
+HEARTBEAT_S = 30.0
+# Ten missed heartbeats: longer than any pause of a busy host (and than clock skew).
+STALE_AFTER_S = 300.0
+IN_FLIGHT = (DagsterRunStatus.STARTED, DagsterRunStatus.STARTING)
 
 
 def _started(pid: int) -> str:
@@ -64,25 +75,98 @@ def _alive_legacy(tags: dict[str, str], host: str) -> bool | None:
         return False
 
 
+def is_shared(instance: DagsterInstance) -> bool:
+    """Whether hosts other than this one may use the instance (its runs are not in
+    SQLite files of this host)."""
+    return "Sqlite" not in type(instance.run_storage).__name__
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Heartbeat:
+    """Records ``ragline/heartbeat`` on a run every ``interval`` seconds from a daemon
+    thread, while the run is going (started at its first step; ends with the run or
+    the process)."""
+
+    def __init__(self, instance: DagsterInstance, run_id: str, interval: float = HEARTBEAT_S):
+        self.instance, self.run_id, self.interval = instance, run_id, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="ragline-heartbeat", daemon=True)
+
+    def start(self) -> Heartbeat:
+        self.instance.add_run_tags(self.run_id, {HEARTBEAT_TAG: _now()})
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _beat(self) -> None:
+        try:
+            while not self._stop.wait(self.interval):
+                try:
+                    run = self.instance.get_run_by_id(self.run_id)
+                    if run is None or run.status not in IN_FLIGHT:
+                        return
+                    self.instance.add_run_tags(self.run_id, {HEARTBEAT_TAG: _now()})
+                except Exception:  # the database away for a moment: try at the next beat
+                    continue
+        finally:
+            _BEATING.pop(self.run_id, None)
+
+
+_BEATING: dict[str, Heartbeat] = {}
+
+
+def start_heartbeat(instance: DagsterInstance, run_id: str) -> None:
+    """Start the run's heartbeat in this process (once per run; shared instances only)."""
+    if run_id in _BEATING or not is_shared(instance):
+        return
+    _BEATING[run_id] = Heartbeat(instance, run_id).start()
+
+
+def _silent_since(tags: dict[str, str], now: datetime) -> float | None:
+    """Seconds since the run's last heartbeat (None: it records none)."""
+    beat = tags.get(HEARTBEAT_TAG)
+    if not beat:
+        return None
+    try:
+        then = datetime.strptime(beat, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+    return (now - then).total_seconds()
+
+
 def reap_dead_runs(instance: DagsterInstance) -> list[str]:
-    """Fail the in-flight runs of this host whose process no longer exists; returns
-    their run ids."""
+    """Fail the in-flight runs whose process no longer exists — on this host, checked
+    by pid; on another host sharing the instance, by a heartbeat silent for
+    ``STALE_AFTER_S`` — and free their writer slots; returns their run ids."""
     host = socket.gethostname()
+    now = datetime.now(UTC)
     reaped = []
-    in_flight = instance.get_runs(
-        filters=RunsFilter(statuses=[DagsterRunStatus.STARTED, DagsterRunStatus.STARTING])
-    )
-    for run in in_flight:
+    for run in instance.get_runs(filters=RunsFilter(statuses=list(IN_FLIGHT))):
         tags = dict(run.tags)
         process = run_process(tags)
-        if process is not None:
-            if process[1] != host or _alive(process[0], process[2]):
+        if process is not None and process[1] != host:
+            silent = _silent_since(tags, now)
+            if silent is None or silent < STALE_AFTER_S:
                 continue
+            last = (now - timedelta(seconds=silent)).strftime("%Y-%m-%d %H:%M:%S UTC")
+            reason = (
+                f"the host {process[1]} running this run has not been heard from since "
+                f"{last} (down?); the next run repairs the index"
+            )
+        elif process is not None:
+            if _alive(process[0], process[2]):
+                continue
+            reason = "the process running this run died (killed?); the next run repairs the index"
         elif _alive_legacy(tags, host) is not False:
             continue
-        instance.report_run_failed(
-            run, "the process running this run died (killed?); the next run repairs the index"
-        )
+        else:
+            reason = "the process running this run died (killed?); the next run repairs the index"
+        instance.report_run_failed(run, reason)
         instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
         reaped.append(run.run_id)
     return reaped

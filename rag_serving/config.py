@@ -284,6 +284,61 @@ class McpConfig(_Strict):
     tokens: list[McpToken] = []
 
 
+# Dagster's Postgres storage speaks psycopg2: a bare `postgresql://` would make
+# SQLAlchemy pick psycopg 3, which dagster-postgres does not install.
+POSTGRES_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg2")
+DEFAULT_POSTGRES_URL_ENV = "RAGLINE_DAGSTER_POSTGRES_URL"
+
+
+class DagsterConfig(_Strict):
+    """Where the Dagster instance keeps runs, events, schedules and the writer pool:
+    SQLite files under ``DAGSTER_HOME`` (one host), or a Postgres database that every
+    host running ragline's Dagster (UI, daemon, ``ragline index``/``watch``) shares."""
+
+    storage: Literal["sqlite", "postgres"] = "sqlite"
+    # the database URL: read from this environment variable (it may hold a password)...
+    postgres_url_env: str = Field(default=DEFAULT_POSTGRES_URL_ENV, pattern=r"^[A-Za-z_]\w*$")
+    # ...unless given here (without a password: use ~/.pgpass or the variable for one)
+    postgres_url: str | None = None
+
+    @field_validator("postgres_url")
+    @classmethod
+    def _postgres_scheme(cls, value: str | None) -> str | None:
+        if value is not None:
+            postgres_url_problem(value, "dagster.postgres_url")
+        return value
+
+    def storage_url(self) -> str | None:
+        """The Postgres URL for dagster-postgres (``postgresql+psycopg2://…``), None for
+        SQLite; raises ConfigError when it is not set or not a Postgres URL."""
+        if self.storage != "postgres":
+            return None
+        url = self.postgres_url or os.environ.get(self.postgres_url_env, "").strip()
+        if not url:
+            raise ConfigError(
+                f'[dagster] storage = "postgres" needs the database URL: set '
+                f"${self.postgres_url_env} (postgresql://user:password@host:5432/dagster) "
+                "or [dagster] postgres_url"
+            )
+        where = "dagster.postgres_url" if self.postgres_url else f"${self.postgres_url_env}"
+        try:
+            postgres_url_problem(url, where)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        return "postgresql+psycopg2://" + url.split("://", 1)[1]
+
+
+def postgres_url_problem(url: str, where: str) -> None:
+    """Raise ValueError naming ``where`` when ``url`` is no Postgres URL psycopg2 takes
+    (never echoing the URL: it may hold a password)."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in POSTGRES_SCHEMES:
+        shown = f"'{scheme}://…'" if scheme else "no scheme"
+        raise ValueError(
+            f"{where} must be a postgresql:// URL (dagster-postgres uses psycopg2), got {shown}"
+        )
+
+
 # Languages keyword search can stem (Tantivy's Snowball stemmers), by ISO 639-1 code;
 # "none" indexes words unstemmed.
 KEYWORD_LANGUAGES = {
@@ -550,6 +605,7 @@ class RaglineConfig(_Strict):
     freshness: FreshnessConfig = FreshnessConfig()
     mcp: McpConfig = McpConfig()
     limits: Limits = Limits()
+    dagster: DagsterConfig = DagsterConfig()
     sources: list[SourceConfig] = []
     config_path: Path | None = Field(default=None, exclude=True)
 

@@ -105,7 +105,7 @@ class InProcessIndexer:
         logging.getLogger("dagster").setLevel(logging.ERROR)
         self.config = config
         self.launched_by = launched_by
-        self.instance = open_instance(config.data_dir, capture_logs)
+        self.instance = open_instance(config.data_dir, capture_logs, config.dagster)
         reap_dead_runs(self.instance)
         self.job = defs.resolve_job_def(INDEX_JOB_NAME)
 

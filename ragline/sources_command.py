@@ -50,7 +50,7 @@ def prune(config: RaglineConfig, yes: bool) -> int:
     configured = {s.name for s in config.sources}
     from rag_assets.partitions import SOURCES_PARTITIONS_NAME
 
-    instance = open_instance(config.data_dir)
+    instance = open_instance(config.data_dir, dagster=config.dagster)
     partitions = set(instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
     stale = sorted((indexed_sources(store) | partitions) - configured)
     if not stale:

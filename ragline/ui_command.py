@@ -23,7 +23,7 @@ def run_ui(config: RaglineConfig, host: str, port: int) -> int:
     """Run ``dagster dev`` on the ragline code location until interrupted."""
     from rag_assets.instance import prepare_dagster_home
 
-    home = prepare_dagster_home(config.data_dir)
+    home = prepare_dagster_home(config.data_dir, config.dagster)
     env = dict(os.environ, RAGLINE_CONFIG=str(config.config_path), DAGSTER_HOME=str(home))
     _register_partitions(config)
     dagster = shutil.which("dagster") or os.path.join(os.path.dirname(sys.executable), "dagster")
@@ -107,7 +107,7 @@ def _register_partitions(config: RaglineConfig) -> None:
     from rag_assets.partitions import SOURCES_PARTITIONS_NAME
     from rag_assets.writer_turn import ensure_writer_pool
 
-    instance = open_instance(config.data_dir)
+    instance = open_instance(config.data_dir, dagster=config.dagster)
     # The run queue holds writer runs back only once the pool's limit is recorded.
     ensure_writer_pool(instance, WRITER_POOL)
     known = set(instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))

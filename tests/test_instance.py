@@ -4,9 +4,12 @@ instance at the same moment all succeed."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from rag_assets.instance import instance_settings, open_instance, prepare_dagster_home
 
@@ -63,3 +66,28 @@ def test_processes_opening_a_new_instance_at_once_all_succeed(tmp_path: Path) ->
     assert [p.returncode for p in processes] == [0, 0, 0, 0], [err for _, err in outcomes]
     assert [out.strip() for out, _ in outcomes] == ["0"] * 4
     assert open_instance(data_dir).get_runs() == []
+
+
+def test_the_storage_follows_the_config_and_a_users_file_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rag_assets.instance import STORAGE_URL_ENV
+    from rag_serving.config import DagsterConfig
+
+    monkeypatch.setenv("PG_URL_FOR_TEST", "postgres://dagster@db.lan/dagster")
+    monkeypatch.delenv(STORAGE_URL_ENV, raising=False)
+    postgres = DagsterConfig(storage="postgres", postgres_url_env="PG_URL_FOR_TEST")
+    home = prepare_dagster_home(tmp_path / "a", postgres)
+    settings = (home / "dagster.yaml").read_text()
+    assert settings == instance_settings("postgres")
+    assert f"env: {STORAGE_URL_ENV}" in settings and "db.lan" not in settings  # no URL on disk
+    assert os.environ[STORAGE_URL_ENV] == "postgresql+psycopg2://dagster@db.lan/dagster"
+    prepare_dagster_home(tmp_path / "a")  # a command without the config keeps it
+    assert (home / "dagster.yaml").read_text() == instance_settings("postgres")
+    prepare_dagster_home(tmp_path / "a", DagsterConfig())
+    assert (home / "dagster.yaml").read_text() == instance_settings("sqlite")
+
+    mine = instance_settings("sqlite").replace("enabled: false", "enabled: true")
+    (home / "dagster.yaml").write_text(mine)
+    prepare_dagster_home(tmp_path / "a", postgres)
+    assert (home / "dagster.yaml").read_text() == mine

@@ -22,7 +22,7 @@ from rag_assets.assets.metadata import materialize_result
 from rag_assets.migrations import upgrade_index
 from rag_assets.partitions import sources_partitions
 from rag_assets.progress import report_problems, report_start
-from rag_assets.recovery import process_tags
+from rag_assets.recovery import process_tags, start_heartbeat
 from rag_assets.resources import EmbedderResource, IndexStoreResource, RaglineConfigResource
 from rag_assets.run_failures import NothingIndexed, readable_failure
 from rag_assets.sources import SourceKind, source_kind
@@ -177,6 +177,7 @@ def raw_files(
     """The source's files: path, size, mtime and content hash (unchanged files cost a stat)."""
     # Record which process runs this run, so a killed run can be recognised later.
     context.instance.add_run_tags(context.run_id, process_tags())
+    start_heartbeat(context.instance, context.run_id)  # other hosts can tell it lives
     config = settings.load()
     source = _configured_source(context, config)
     _start_step(context)
