@@ -43,6 +43,13 @@ storage:
   postgres:
     postgres_url:
       env: {STORAGE_URL_ENV}
+
+# No compute logs (a step's raw stdout/stderr, kept as files on the host that ran
+# it, where other hosts' UIs cannot read them): ragline's steps log through Dagster
+# events, which are in Postgres with the run.
+compute_logs:
+  module: dagster._core.storage.noop_compute_log_manager
+  class: NoOpComputeLogManager
 """
 
 

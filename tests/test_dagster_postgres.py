@@ -130,6 +130,9 @@ def test_runs_are_recorded_in_postgres_and_take_turns_there(tmp_path: Path, post
     assert type(instance.run_storage).__name__ == "PostgresRunStorage"
     home = config.data_dir / "dagster"
     assert not list(home.rglob("*.db")), list(home.rglob("*.db"))  # no SQLite storage
+    # nothing stranded on this host: no compute log files either
+    assert not [p for p in home.rglob("*") if p.is_file() and p.suffix in (".out", ".err")]
+    assert type(instance.compute_log_manager).__name__ == "NoOpComputeLogManager"
     records = sorted(
         instance.get_run_records(filters=RunsFilter(job_name="index_source")),
         key=lambda r: r.start_time,
