@@ -640,7 +640,7 @@ class SearchEngine:
         roots = {s.name: str(s.path) if s.path else None for s in self.config.sources}
         # A source whose folder is not here (a search host without the files, an
         # unmounted disk) cannot be checked: its hits say so, not "deleted".
-        absent = {name for name in sources if roots.get(name) and not os.path.isdir(roots[name])}
+        absent = {name for name in sources if roots.get(name) and not os.path.exists(roots[name])}
         out: dict[str, str | None] = {}
         for row in rows:
             if row["source"] in absent and recorded.get(row["doc_id"], {}).get("mtime_ns"):
