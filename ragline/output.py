@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rag_serving.search.engine import SearchHit, SearchResult
+from rag_serving.search.engine import UNCHECKED, SearchHit, SearchResult
 from rag_serving.status import IndexStatus, SourceStatus, short_message
 from rag_serving.text import printable
 
@@ -51,7 +51,9 @@ def render_search(result: SearchResult, explain: bool) -> None:
         elif "=" in part:  # a page, slide, sheet or chapter
             console.print(f"    [dim]at[/] {safe_text(hit.location)}")
         console.print(f"    {snippet}")
-        if hit.stale:
+        if hit.stale == UNCHECKED:
+            console.print("    [dim]not checked for changes: the source's folder is not here[/]")
+        elif hit.stale:
             console.print(f"    [yellow]stale: the file was {hit.stale} after it was indexed[/]")
         if explain:
             parts = [

@@ -236,3 +236,35 @@ def test_embedder_switch_keeps_search_working(tmp_path: Path, sample_vault: Path
             engine.search("glacier mountain hut", k=1, mode="hybrid").hits[0].path
             == "2023-01-15.md"
         )
+
+
+def test_a_host_without_the_source_files_says_it_cannot_check_them(
+    tmp_path: Path, sample_vault: Path
+) -> None:
+    """A search host that has the index but not the source's folder (or a disk not
+    mounted now): hits say their freshness is unchecked, not that every file was
+    deleted; with the folder back, a deleted file is "deleted" again."""
+    from tests.conftest import build_index
+
+    journal = tmp_path / "journal"
+    shutil.copytree(sample_vault / "journal", journal)
+    config_path = write_config(
+        tmp_path, [{"name": "journal", "kind": "markdown", "path": str(journal)}]
+    )
+    config = build_index(config_path)
+    journal.rename(tmp_path / "elsewhere")
+    hits = SearchEngine(config).search("journal", k=3).hits
+    assert hits and {h.stale for h in hits} == {"unchecked"}
+    result = CliRunner().invoke(cli, ["--config", str(config_path), "search", "journal", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)["hits"]
+    assert {(h["stale"], h["stale_reason"]) for h in data} == {(False, "unchecked")}
+    shown = CliRunner().invoke(cli, ["--config", str(config_path), "search", "journal"])
+    assert "not checked for changes: the source's folder is not here" in shown.output
+    assert "stale:" not in shown.output
+
+    (tmp_path / "elsewhere").rename(journal)
+    first = hits[0].path
+    (journal / first).unlink()
+    again = {h.path: h.stale for h in SearchEngine(config).search("journal", k=3).hits}
+    assert again[first] == "deleted" and "unchecked" not in again.values()

@@ -49,7 +49,10 @@ class Hit(BaseModel):
     )
     indexed_at: str | None
     stale: bool = Field(description="True when the file changed or vanished since indexing.")
-    stale_reason: str | None = Field(description="'modified' or 'deleted' when stale.")
+    stale_reason: str | None = Field(
+        description="'modified' or 'deleted' when stale; 'unchecked' (not stale) when the "
+        "source's folder is not on the server's host, so its files cannot be compared."
+    )
     symbol: str | None = Field(
         default=None,
         description="Code: the function, method or class the chunk defines, qualified "

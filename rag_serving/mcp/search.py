@@ -14,7 +14,7 @@ from typing import Any
 from rag_serving.errors import FilterError
 from rag_serving.mcp.auth import Access
 from rag_serving.mcp.models import Hit, SearchOutput
-from rag_serving.search.engine import Mode, SearchEngine, SearchHit
+from rag_serving.search.engine import Mode, SearchEngine, SearchHit, is_stale
 from rag_serving.search.filters import (
     IndexVocabulary,
     SearchFilters,
@@ -180,7 +180,7 @@ def hit_out(hit: SearchHit) -> Hit:
         doc_id=hit.doc_id,
         modified=hit.modified.isoformat() if hit.modified else None,
         indexed_at=hit.indexed_at.isoformat() if hit.indexed_at else None,
-        stale=hit.stale is not None,
+        stale=is_stale(hit.stale),
         stale_reason=hit.stale,
         symbol=hit.symbol,
         language=hit.language,

@@ -36,7 +36,7 @@ from rag_serving.mcp.reindex import Reindexer
 from rag_serving.mcp.search import SearchRequest, VisibleVocabularies, run_search
 from rag_serving.mcp.threads import thread_messages
 from rag_serving.mcp.tool_errors import redact_paths
-from rag_serving.search.engine import SearchEngine
+from rag_serving.search.engine import SearchEngine, is_stale
 from rag_serving.status import (
     MAX_ISSUE_GROUPS,
     MAX_LISTED_ISSUES,
@@ -160,7 +160,7 @@ class RaglineService:
             frontmatter=frontmatter if excerpt.line_start == body.first_line else None,
             modified=_iso(doc["modified"]),
             indexed_at=_iso(doc["indexed_at"]),
-            stale=stale is not None,
+            stale=is_stale(stale),
             stale_reason=stale,
         )
 

@@ -58,6 +58,14 @@ _HIT_COLUMNS = [
 ]  # fmt: skip
 
 
+UNCHECKED = "unchecked"
+
+
+def is_stale(reason: str | None) -> bool:
+    """Whether a hit's staleness reason means what is served is out of date."""
+    return reason is not None and reason != UNCHECKED
+
+
 @dataclass(frozen=True)
 class SearchHit:
     """One chunk found by a search."""
@@ -76,7 +84,9 @@ class SearchHit:
     line_end: int
     modified: datetime | None
     indexed_at: datetime | None
-    stale: str | None = None  # "modified" / "deleted" since it was indexed
+    # "modified" / "deleted" since it was indexed; UNCHECKED: its source's folder is
+    # not on this host, so nobody can tell (not stale)
+    stale: str | None = None
     explain: dict[str, dict[str, float]] = field(default_factory=dict)
     location: str = ""  # the citeable place: "paper.pdf#page=6", "Note.md#Heading"
     file_type: str | None = None  # pdf, md, docx, python…, commit
@@ -103,7 +113,7 @@ class SearchHit:
             "lines": [self.line_start, self.line_end],
             "modified": self.modified.isoformat() if self.modified else None,
             "indexed_at": self.indexed_at.isoformat() if self.indexed_at else None,
-            "stale": self.stale is not None,
+            "stale": is_stale(self.stale),
             "stale_reason": self.stale,
         }
         for name in ("symbol", "language", "author", "folder", "feed"):
@@ -628,8 +638,14 @@ class SearchEngine:
                 ).to_pylist()
             }
         roots = {s.name: str(s.path) if s.path else None for s in self.config.sources}
+        # A source whose folder is not here (a search host without the files, an
+        # unmounted disk) cannot be checked: its hits say so, not "deleted".
+        absent = {name for name in sources if roots.get(name) and not os.path.exists(roots[name])}
         out: dict[str, str | None] = {}
         for row in rows:
+            if row["source"] in absent and recorded.get(row["doc_id"], {}).get("mtime_ns"):
+                out[row["doc_id"]] = UNCHECKED
+                continue
             out[row["doc_id"]] = self._stale(row, roots, recorded, served_at)
         return out
 
