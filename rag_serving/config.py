@@ -308,6 +308,14 @@ class DagsterConfig(_Strict):
             postgres_url_problem(value, "dagster.postgres_url")
         return value
 
+    def where(self) -> str:
+        """Where runs are kept, for messages (never the URL)."""
+        if self.storage != "postgres":
+            return "SQLite files under DAGSTER_HOME"
+        if self.postgres_url:
+            return "Postgres ([dagster] postgres_url)"
+        return f"Postgres (${self.postgres_url_env})"
+
     def storage_url(self) -> str | None:
         """The Postgres URL for dagster-postgres (``postgresql+psycopg2://…``), None for
         SQLite; raises ConfigError when it is not set or not a Postgres URL."""

@@ -31,7 +31,10 @@ def run_ui(config: RaglineConfig, host: str, port: int) -> int:
         raise RaglineError("the `dagster` command is missing; reinstall ragline")
     command = [dagster, "dev", "-m", "rag_assets.definitions", "-h", host, "-p", str(port)]
     url = f"http://{host}:{port}"
-    print(f"Dagster UI on {url} (DAGSTER_HOME={home}); Ctrl-C stops it.")
+    print(
+        f"Dagster UI on {url} (DAGSTER_HOME={home}; runs in {config.dagster.where()}); "
+        "Ctrl-C stops it."
+    )
     marker = home / WEBSERVER_MARKER
     marker.write_text(json.dumps({"url": url, "pid": os.getpid()}), encoding="utf-8")
     # (preexec_fn only resets two signal dispositions.) dagster dev stays in this

@@ -88,6 +88,9 @@ def test_a_missing_or_wrong_url_is_one_line_without_the_secret(
         "postgresql+psycopg2://dagster:pw@db:5432/d"
     )
     assert DagsterConfig().storage_url() is None  # SQLite
+    # what `ragline ui` says it uses (never the URL)
+    assert DagsterConfig(storage="postgres").where() == "Postgres ($RAGLINE_DAGSTER_POSTGRES_URL)"
+    assert DagsterConfig().where() == "SQLite files under DAGSTER_HOME"
 
 
 def test_a_wrong_url_in_the_file_names_the_key(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Hybrid search: vector + BM25 fused with weighted RRF.
+"""Hybrid search: vector + BM25, fused by a weighted sum of standardised scores
+(z-score; min-max and weighted RRF on request: ``[search] fusion``).
 
 Names are resolved lazily so that ``rag_serving.search.filters`` can be imported by
 the index modules without loading the engine (which imports them in turn).
