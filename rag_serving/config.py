@@ -20,7 +20,7 @@ import tomllib
 import types
 import typing
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
@@ -394,6 +394,32 @@ class FileSourceConfig(_Strict):
         """File suffixes selected besides ``include`` (a vault's attachments)."""
         return ()
 
+    def path_problems(self, where: Callable[[str], str]) -> list[str]:
+        """Why ``path`` cannot be indexed (missing, a file, unreadable, not what the
+        kind reads), one line each; ``where(key)`` begins a line (file, source, key)."""
+        folder = self.path
+        if not folder.exists():
+            return [f"{where('path')}: {folder} does not exist; {MISSING_SOURCE_HINT}"]
+        if not folder.is_dir():
+            return [
+                f"{where('path')}: {folder} is a file, not a folder; give the folder that holds it "
+                "(and select files with `include`)"
+            ]
+        if not os.access(folder, os.R_OK | os.X_OK):
+            return [f"{where('path')}: {folder} cannot be read (permission denied)"]
+        problem = self.folder_problem(folder)
+        return [f"{where('path')}: {folder} {problem}"] if problem else []
+
+    def folder_problem(self, folder: Path) -> str | None:
+        """What makes a readable ``folder`` the wrong one for this kind (None: fine)."""
+        return None
+
+    def with_absolute_paths(self, base: Path) -> FileSourceConfig:
+        """This source with its paths made absolute against ``base`` (the config's folder)."""
+        if self.path is None:
+            return self
+        return self.model_copy(update={"path": _absolute(self.path.expanduser(), base)})
+
 
 OcrMode = Literal["auto", "off"]
 _LANGUAGE_RE = re.compile(r"^[a-z]{3}(_[a-z]+)?$")
@@ -468,6 +494,15 @@ class GitSourceConfig(FileSourceConfig):
 
     kind: Literal["git"]
     ref: str | None = None  # a branch, tag or commit; None: whatever HEAD is
+
+    def folder_problem(self, folder: Path) -> str | None:
+        if is_git_repository(folder):
+            return None
+        return (
+            "is not a git repository (no .git in it); give the repository's top folder, "
+            'or use kind = "documents" for a plain folder'
+        )
+
     # Not used: the tree of ``ref`` holds no ignored or untracked files (and no .git).
     ignore_dirs: list[str] = []
     max_file_bytes: int = Field(default=1_000_000, ge=1_000)  # larger files are skipped
@@ -502,6 +537,11 @@ class MailSourceConfig(FileSourceConfig):
     attachments: bool = True  # index PDF, office and text attachments as child documents
     max_attachment_bytes: int = Field(default=25_000_000, ge=1_000)  # larger ones are skipped
     max_message_bytes: int = Field(default=50_000_000, ge=1_000)  # larger messages are skipped
+
+    def path_problems(self, where: Callable[[str], str]) -> list[str]:
+        if self.path.is_file():
+            return []  # one mbox file
+        return super().path_problems(where)
 
 
 class FeedUrl(_Strict):
@@ -543,6 +583,23 @@ class FeedsSourceConfig(FileSourceConfig):
     kind: Literal["feeds"]
     path: Path | None = None  # not used: feeds have URLs (a local feed file may be one)
     urls: list[str | FeedUrl] = []
+
+    def path_problems(self, where: Callable[[str], str]) -> list[str]:
+        """The OPML file must exist; the URLs are checked when fetched."""
+        if self.opml is None or self.opml.is_file():
+            return []
+        if not self.opml.exists():
+            return [
+                f"{where('opml')}: {self.opml} does not exist; export it from your feed reader again"
+            ]
+        return [f"{where('opml')}: {self.opml} is not a file; give the .opml file itself"]
+
+    def with_absolute_paths(self, base: Path) -> FeedsSourceConfig:
+        update: dict[str, Any] = {"urls": [_absolute_feed(v, base) for v in self.urls]}
+        if self.opml is not None:
+            update["opml"] = _absolute(self.opml.expanduser(), base)
+        return self.model_copy(update=update)
+
     opml: Path | None = None  # an OPML export of a feed reader's subscriptions
     poll_minutes: int = Field(default=60, ge=1)  # how often each feed is fetched
     timeout_seconds: float = Field(default=20.0, gt=0, le=600)
@@ -578,6 +635,15 @@ class CalibreSourceConfig(FileSourceConfig, _OcrSettings):
     # Which of a book's formats is read, first found first.
     # (MOBI, AZW3, RTF, HTMLZ have no parser: a book with only those is skipped, saying so)
     formats: list[str] = ["epub", "pdf", "docx", "html", "txt", "md"]
+
+    def folder_problem(self, folder: Path) -> str | None:
+        if (folder / "metadata.db").is_file():
+            return None
+        return (
+            "is not a Calibre library (no metadata.db in it); give the folder Calibre shows "
+            "under Preferences → Library location"
+        )
+
     ignore_dirs: list[str] = [".caltrash", ".calnotes"]
 
     @field_validator("formats")
@@ -903,43 +969,12 @@ def source_path_problems(config: RaglineConfig, names: Iterable[str] | None = No
     for index, source in enumerate(config.sources):
         if wanted is not None and source.name not in wanted:
             continue
-        where = f"{config.config_path}: sources[{index}].path: source {source.name!r}"
-        if source.kind == "feeds":
-            lines += _feeds_problems(config, index, source)  # type: ignore[arg-type]
-            continue
-        folder = source.path
-        if source.kind == "mail" and folder.is_file():
-            continue  # one mbox file
-        if not folder.exists():
-            lines.append(f"{where}: {folder} does not exist; {MISSING_SOURCE_HINT}")
-        elif not folder.is_dir():
-            lines.append(
-                f"{where}: {folder} is a file, not a folder; give the folder that holds it "
-                "(and select files with `include`)"
-            )
-        elif not os.access(folder, os.R_OK | os.X_OK):
-            lines.append(f"{where}: {folder} cannot be read (permission denied)")
-        elif source.kind == "git" and not is_git_repository(folder):
-            lines.append(
-                f"{where}: {folder} is not a git repository (no .git in it); give the "
-                'repository\'s top folder, or use kind = "documents" for a plain folder'
-            )
-        elif source.kind == "calibre" and not (folder / "metadata.db").is_file():
-            lines.append(
-                f"{where}: {folder} is not a Calibre library (no metadata.db in it); give the "
-                "folder Calibre shows under Preferences → Library location"
-            )
+
+        def where(key: str, index: int = index, name: str = source.name) -> str:
+            return f"{config.config_path}: sources[{index}].{key}: source {name!r}"
+
+        lines += source.path_problems(where)
     return lines
-
-
-def _feeds_problems(config: RaglineConfig, index: int, source: FeedsSourceConfig) -> list[str]:
-    """A feeds source's OPML file must exist; its URLs are checked when fetched."""
-    if source.opml is None or source.opml.is_file():
-        return []
-    where = f"{config.config_path}: sources[{index}].opml: source {source.name!r}"
-    if not source.opml.exists():
-        return [f"{where}: {source.opml} does not exist; export it from your feed reader again"]
-    return [f"{where}: {source.opml} is not a file; give the .opml file itself"]
 
 
 def is_git_repository(folder: Path) -> bool:
@@ -962,7 +997,7 @@ def require_usable(config: RaglineConfig, sources: Iterable[str] | None = None) 
 def _resolve_paths(config: RaglineConfig, path: Path) -> RaglineConfig:
     base = path.parent
     data_dir = config.data_dir.expanduser()
-    sources = [_resolve_source_paths(s, base) for s in config.sources]
+    sources = [s.with_absolute_paths(base) for s in config.sources]
     embedder = config.embedder
     if isinstance(embedder, SentenceTransformersConfig):
         # A local model folder, like every path in the file, is relative to the file.
@@ -991,18 +1026,6 @@ def _resolve_rerank_model(search: SearchConfig, base: Path) -> SearchConfig:
         return search  # a name, not a folder: the reranker says it is not found
     resolved = rerank.model_copy(update={"model": str(_absolute(model, base))})
     return search.model_copy(update={"rerank": resolved})
-
-
-def _resolve_source_paths(source: FileSourceConfig, base: Path) -> FileSourceConfig:
-    """``path`` (and a feeds source's ``opml`` and local feed files) made absolute."""
-    update: dict[str, Any] = {}
-    if source.path is not None:
-        update["path"] = _absolute(source.path.expanduser(), base)
-    if isinstance(source, FeedsSourceConfig):
-        if source.opml is not None:
-            update["opml"] = _absolute(source.opml.expanduser(), base)
-        update["urls"] = [_absolute_feed(v, base) for v in source.urls]
-    return source.model_copy(update=update)
 
 
 def _absolute_feed(value: str | FeedUrl, base: Path) -> str | FeedUrl:
