@@ -125,8 +125,8 @@ def run_child(code_root: Path, task: str, out: Path) -> dict[str, Any]:
 
 
 def unreadable_counts(body: str) -> tuple[int, int, int]:
-    """(non-whitespace characters, unreadable ones, private-use ones) of ``body``."""
-    sys.path.insert(0, str(REPO))
+    """(non-whitespace characters, unreadable ones, private-use ones) of ``body``,
+    by this checkout's rule (``main`` puts it first on ``sys.path``)."""
     from rag_assets.formats.text import text_quality
 
     quality = text_quality(body)
@@ -194,6 +194,7 @@ def main() -> None:
         Path(args.out).write_text(json.dumps(result))
         return
 
+    sys.path.insert(0, str(REPO))  # this checkout's rules count both runs' text
     before_rev = args.before or _last_before_pdf3()
     with tempfile.TemporaryDirectory(prefix="text-quality-") as tmp:
         old_tree = Path(tmp) / "before"
@@ -248,7 +249,6 @@ right-to-left pages character by character and looks for XFA forms).
 """
     print(markdown)
     if not args.no_save:
-        sys.path.insert(0, str(REPO))
         from benchmarks.report import save
 
         save("text_quality", data, markdown, "python benchmarks/text_quality.py")
