@@ -17,6 +17,7 @@ from typing import Any
 from dagster import ExecutorDefinition, in_process_executor, multiprocess_executor
 
 from rag_serving.config import DagsterConfig
+from rag_serving.errors import RaglineError
 
 # Celery settings shared by the executor (which sends steps) and `ragline worker`.
 CELERY_QUEUE = "dagster"  # the queue dagster-celery routes steps to
@@ -71,3 +72,43 @@ def celery_app(dagster: DagsterConfig) -> Any:
     create_execute_job_task(app)
     create_resume_job_task(app)
     return app
+
+
+class PublishedSteps:
+    """The Celery tasks (steps) this process sends while it orchestrates one run, so
+    that a step whose worker died can be failed in the result backend: the executor
+    then sees the step fail and ends the run, instead of waiting for an answer that
+    never comes (a task taken by a worker is gone from the queue)."""
+
+    def __init__(self, dagster: DagsterConfig):
+        self.app = celery_app(dagster)
+        self.task_ids: list[str] = []
+        self.lost: str | None = None  # why a step was failed here
+
+    def __enter__(self) -> PublishedSteps:
+        from celery.signals import after_task_publish
+
+        after_task_publish.connect(self._published, weak=False)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from celery.signals import after_task_publish
+
+        after_task_publish.disconnect(self._published)
+
+    def _published(self, sender: str | None = None, headers: dict | None = None, **_: Any) -> None:
+        task_id = (headers or {}).get("id")
+        if task_id:
+            self.task_ids.append(task_id)
+
+    def fail_unfinished(self, reason: str) -> None:
+        """Record every sent step still without a result as failed with ``reason``."""
+        for task_id in self.task_ids:
+            result = self.app.AsyncResult(task_id)
+            if not result.ready():
+                self.lost = f"the Celery worker running a step died: {reason}"
+                self.app.backend.mark_as_failure(task_id, WorkerLost(self.lost))
+
+
+class WorkerLost(RaglineError):
+    """The worker running a step died before answering."""

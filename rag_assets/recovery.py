@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import socket
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import psutil
@@ -167,16 +167,20 @@ def _silent_since(tags: dict[str, str], now: datetime) -> float | None:
 
 
 class StepWatch:
-    """Ends this process's orchestration of a run whose steps run elsewhere (Celery
-    workers, step processes) once the run is reaped: a worker killed mid-step never
-    answers, and the executor would wait for it forever. Every ``interval`` seconds it
-    reaps dead runs; when its run is no longer in flight, it interrupts this process
-    (SIGINT, which Dagster's execution turns into revoking the run's tasks and
-    ending it) — so only one run may be orchestrated per process at a time."""
+    """Watches a run this process orchestrates while its steps run elsewhere (Celery
+    workers): a worker killed mid-step never answers, and the executor would wait for
+    it forever. Every ``interval`` seconds it looks at the process recorded as running
+    the run's step; once that one is dead (``dead_reason``), it calls ``on_dead`` with
+    the reason (which fails the step's task, so the run ends as failed)."""
 
-    def __init__(self, instance: DagsterInstance, tag: tuple[str, str], interval: float = 5.0):
-        self.instance, self.tag, self.interval = instance, tag, interval
-        self.interrupted = False
+    def __init__(
+        self,
+        instance: DagsterInstance,
+        tag: tuple[str, str],
+        on_dead: Callable[[str], None],
+        interval: float = 5.0,
+    ):
+        self.instance, self.tag, self.on_dead, self.interval = instance, tag, on_dead, interval
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="ragline-step-watch", daemon=True)
 
@@ -189,21 +193,39 @@ class StepWatch:
         self._thread.join()
 
     def _watch(self) -> None:
-        seen = False
         while not self._done.wait(self.interval):
             try:
-                reap_dead_runs(self.instance)
                 runs = self.instance.get_runs(filters=RunsFilter(tags=dict([self.tag])), limit=1)
             except Exception:  # the database away for a moment: look again next time
                 continue
-            if not runs:
+            if not runs or runs[0].status not in IN_FLIGHT:
                 continue
-            if runs[0].status in IN_FLIGHT:
-                seen = True
-            elif seen and not self._done.is_set():
-                self.interrupted = True
-                os.kill(os.getpid(), signal.SIGINT)
-                return
+            reason = dead_reason(dict(runs[0].tags), socket.gethostname(), datetime.now(UTC))
+            if reason is not None:
+                self.on_dead(reason)
+
+
+def dead_reason(tags: dict[str, str], host: str, now: datetime) -> str | None:
+    """Why the process recorded as running a run's steps is dead — on this host,
+    checked by pid; on another host, by a heartbeat silent for ``STALE_AFTER_S`` —
+    or None while it lives (or the run records none)."""
+    process = run_process(tags)
+    if process is not None and process[1] != host:
+        silent = _silent_since(tags, now)
+        if silent is None or silent < STALE_AFTER_S:
+            return None
+        last = (now - timedelta(seconds=silent)).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return (
+            f"the host {process[1]} running this run has not been heard from since "
+            f"{last} (down?); the next run repairs the index"
+        )
+    if process is not None:
+        if _alive(process[0], process[2]):
+            return None
+        return "the process running this run died (killed?); the next run repairs the index"
+    if _alive_legacy(tags, host) is not False:
+        return None
+    return "the process running this run died (killed?); the next run repairs the index"
 
 
 def reap_dead_runs(instance: DagsterInstance) -> list[str]:
@@ -215,33 +237,19 @@ def reap_dead_runs(instance: DagsterInstance) -> list[str]:
     reaped = []
     for run in instance.get_runs(filters=RunsFilter(statuses=list(IN_FLIGHT))):
         tags = dict(run.tags)
-        process = run_process(tags)
         orchestrator = run_process(tags, ORCHESTRATOR_TAG)
         if (
             orchestrator is not None
             and orchestrator[1] == host
             and not _alive(orchestrator[0], orchestrator[2])
         ):
-            reason = (
+            reason: str | None = (
                 "the process orchestrating this run died (killed?); the next run repairs the index"
             )
-        elif process is not None and process[1] != host:
-            silent = _silent_since(tags, now)
-            if silent is None or silent < STALE_AFTER_S:
-                continue
-            last = (now - timedelta(seconds=silent)).strftime("%Y-%m-%d %H:%M:%S UTC")
-            reason = (
-                f"the host {process[1]} running this run has not been heard from since "
-                f"{last} (down?); the next run repairs the index"
-            )
-        elif process is not None:
-            if _alive(process[0], process[2]):
-                continue
-            reason = "the process running this run died (killed?); the next run repairs the index"
-        elif _alive_legacy(tags, host) is not False:
-            continue
         else:
-            reason = "the process running this run died (killed?); the next run repairs the index"
+            reason = dead_reason(tags, host, now)
+        if reason is None:
+            continue
         instance.report_run_failed(run, reason)
         instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
         reaped.append(run.run_id)

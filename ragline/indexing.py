@@ -148,20 +148,32 @@ class InProcessIndexer:
                 run_config=QUIET_LOGGERS,
                 raise_on_error=False,
             )
-        else:
-            result = self._execute_elsewhere(name, tags)
-        return _outcome(name, result, time.perf_counter() - started, deferred)
+            return _outcome(name, result, time.perf_counter() - started, deferred)
+        result, lost = self._execute_elsewhere(name, tags)
+        outcome = _outcome(name, result, time.perf_counter() - started, deferred)
+        if lost is not None and not outcome.success:
+            outcome.error = lost
+        return outcome
 
-    def _execute_elsewhere(self, name: str, tags: dict[str, str]) -> Any:
-        """Orchestrate the run here, its steps on the configured executor; a run whose
-        worker died (reaped) is ended instead of waited for."""
+    def _execute_elsewhere(self, name: str, tags: dict[str, str]) -> tuple[Any, str | None]:
+        """Orchestrate the run here, its steps on the configured executor. On Celery, a
+        step whose worker died is failed (the run ends) instead of waited for; returns
+        the result and, then, why."""
+        from contextlib import ExitStack
+
         from dagster import execute_job
 
         from rag_assets.recovery import StepWatch, orchestrator_tags
 
         request = ("ragline/request", uuid.uuid4().hex)
-        with StepWatch(self.instance, request):
-            return execute_job(
+        steps = None
+        with ExitStack() as stack:
+            if self.config.dagster.executor == "celery":
+                from rag_assets.executors import PublishedSteps
+
+                steps = stack.enter_context(PublishedSteps(self.config.dagster))
+                stack.enter_context(StepWatch(self.instance, request, steps.fail_unfinished))
+            result = execute_job(
                 self.recon_job,
                 instance=self.instance,
                 run_config=QUIET_LOGGERS,
@@ -173,6 +185,7 @@ class InProcessIndexer:
                 },
                 raise_on_error=False,
             )
+        return result, steps.lost if steps is not None else None
 
     def maintain(self) -> MaintenanceOutcome:
         """One run of the maintenance job (compaction, old versions, Tantivy merge)."""
