@@ -1,8 +1,9 @@
 """The ragline code location (``workspace.yaml`` and ``dagster dev -m`` point here)."""
 
-from dagster import Definitions, in_process_executor
+from dagster import Definitions
 
 from rag_assets.assets import INDEXING_ASSETS
+from rag_assets.executors import executor_for
 from rag_assets.jobs import index_source_job, maintenance_job
 from rag_assets.resources import default_resources
 from rag_assets.run_failures import run_failures
@@ -10,20 +11,21 @@ from rag_assets.schedules.maintenance import build_maintenance_schedule
 from rag_assets.schedules.reconcile import build_reconcile_schedule
 from rag_assets.sensors.source_changes import build_source_changes_sensor
 from rag_assets.sensors.source_partitions import build_source_partitions_sensor
-from rag_serving.config import FreshnessConfig, load_config
+from rag_serving.config import RaglineConfig, load_config
 from rag_serving.errors import ConfigError
 
 
-def _freshness() -> FreshnessConfig:
-    # Intervals and crons are fixed when the code location loads; a broken or
-    # missing config still loads the location (its runs report the config error).
+def _loaded() -> RaglineConfig:
+    # Intervals, crons and the executor are fixed when the code location loads; a
+    # broken or missing config still loads the location (its runs report the error).
     try:
-        return load_config().freshness
+        return load_config()
     except ConfigError:
-        return FreshnessConfig()
+        return RaglineConfig()
 
 
-_settings = _freshness()
+_config = _loaded()
+_settings = _config.freshness
 
 defs = Definitions(
     assets=INDEXING_ASSETS,
@@ -39,7 +41,6 @@ defs = Definitions(
     ],
     resources=default_resources(),
     # Every job, including the implicit one behind "Materialize" in the UI, runs its
-    # steps in the run's own process: the model loads once per run, and the process
-    # recorded on the run (see recovery.py) is the one doing the work.
-    executor=in_process_executor,
+    # steps where [dagster] executor says (see executors.py).
+    executor=executor_for(_config.dagster),
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,8 +21,14 @@ DAGSTER_HOME_ENV = "DAGSTER_HOME"
 # What the user set, before ragline points DAGSTER_HOME at a data dir itself.
 _USER_DAGSTER_HOME = os.environ.get(DAGSTER_HOME_ENV)
 # sha256 of dagster.yaml texts earlier ragline versions installed: replaced by the
-# current one (a file the user edited is kept). d603c9b: per-step writer pool.
-_EARLIER_DEFAULTS = {"e71519edfd89b76d713416bce458b935be87ac13a2c24a330a3394b940755835"}
+# current one (a file the user edited is kept). d603c9b: per-step writer pool;
+# 9f8d14f: one writer run at a time (SQLite, Postgres).
+_EARLIER_DEFAULTS = {
+    "e71519edfd89b76d713416bce458b935be87ac13a2c24a330a3394b940755835",
+    "96f6201e54092bf778e7f8b75b956235bd6a29ff9e9a94d7dbef6ca82614ec40",
+    "da930f174f2154945b11f7b777b99edbaccdfae1650d23bc5463e86d9bfacffb",
+}
+_MAX_RUNS = re.compile(r"^(    max_concurrent_runs: )\d+$", re.MULTILINE)
 
 
 def dagster_home_for(data_dir: Path) -> Path:
@@ -53,20 +60,19 @@ compute_logs:
 """
 
 
-def instance_settings(storage: str = "sqlite") -> str:
-    """Text of the dagster.yaml that ragline installs (telemetry off, writer pool;
-    ``storage``: ``sqlite`` or ``postgres``)."""
+def instance_settings(storage: str = "sqlite", max_concurrent_runs: int = 1) -> str:
+    """Text of the dagster.yaml that ragline installs (telemetry off, the run queue
+    with ``max_concurrent_runs``; ``storage``: ``sqlite`` or ``postgres``)."""
     text = resources.files("rag_assets").joinpath("dagster.yaml").read_text(encoding="utf-8")
+    text = _MAX_RUNS.sub(rf"\g<1>{max_concurrent_runs}", text)
     return text + POSTGRES_STORAGE if storage == "postgres" else text
 
 
 def _installed_by_ragline(text: bytes) -> bool:
-    digest = hashlib.sha256(text).hexdigest()
-    ours = {
-        hashlib.sha256(instance_settings(kind).encode()).hexdigest()
-        for kind in ("sqlite", "postgres")
-    }
-    return digest in ours | _EARLIER_DEFAULTS
+    if hashlib.sha256(text).hexdigest() in _EARLIER_DEFAULTS:
+        return True
+    normalised = _MAX_RUNS.sub(r"\g<1>1", text.decode("utf-8", "replace"))
+    return normalised in {instance_settings(kind) for kind in ("sqlite", "postgres")}
 
 
 def prepare_dagster_home(data_dir: Path, dagster: DagsterConfig | None = None) -> Path:
@@ -85,10 +91,12 @@ def prepare_dagster_home(data_dir: Path, dagster: DagsterConfig | None = None) -
         url = dagster.storage_url()  # a missing or wrong URL: a ConfigError, before Dagster
         if url is not None:
             os.environ[STORAGE_URL_ENV] = url
-        wanted = instance_settings(dagster.storage)
-    else:  # keep the storage the file names
+        wanted = instance_settings(dagster.storage, dagster.max_concurrent_runs)
+    else:  # keep the storage and the run limit the file names
         postgres = current is not None and POSTGRES_STORAGE in current
-        wanted = instance_settings("postgres" if postgres else "sqlite")
+        limit = _MAX_RUNS.search(current or "")
+        runs = int(limit.group(0).rsplit(" ", 1)[1]) if limit else 1
+        wanted = instance_settings("postgres" if postgres else "sqlite", runs)
     ours = current is None or _installed_by_ragline(current.encode("utf-8"))
     if ours and current != wanted:
         settings.write_text(wanted, encoding="utf-8")

@@ -20,12 +20,16 @@ import os
 import re
 import socket
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import psutil
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 PROCESS_TAG = "ragline/process"
+# The process orchestrating a run whose steps run in other processes (`ragline index`
+# with the multiprocess or Celery executor): its death ends the run too.
+ORCHESTRATOR_TAG = "ragline/orchestrator"
 # Tags of runs recorded by earlier versions (still read, so their runs can be reaped).
 PID_TAG = "ragline/pid"
 PID_STARTED_TAG = "ragline/pid_started"
@@ -51,9 +55,14 @@ def process_tags() -> dict[str, str]:
     return {PROCESS_TAG: f"pid {pid} on {socket.gethostname()} since {_started(pid)} UTC"}
 
 
-def run_process(tags: dict[str, str]) -> tuple[int, str, str] | None:
+def orchestrator_tags() -> dict[str, str]:
+    """The tag naming the process that orchestrates a run whose steps run elsewhere."""
+    return {ORCHESTRATOR_TAG: process_tags()[PROCESS_TAG]}
+
+
+def run_process(tags: dict[str, str], tag: str = PROCESS_TAG) -> tuple[int, str, str] | None:
     """(pid, host, start time) recorded on a run, or None when it records none."""
-    match = _PROCESS.match(tags.get(PROCESS_TAG, ""))
+    match = _PROCESS.match(tags.get(tag, ""))
     return (int(match.group(1)), match.group(2), match.group(3)) if match else None
 
 
@@ -92,6 +101,7 @@ class Heartbeat:
 
     def __init__(self, instance: DagsterInstance, run_id: str, interval: float = HEARTBEAT_S):
         self.instance, self.run_id, self.interval = instance, run_id, interval
+        self.process = process_tags()[PROCESS_TAG]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="ragline-heartbeat", daemon=True)
 
@@ -110,11 +120,14 @@ class Heartbeat:
                     run = self.instance.get_run_by_id(self.run_id)
                     if run is None or run.status not in IN_FLIGHT:
                         return
+                    if run.tags.get(PROCESS_TAG) != self.process:
+                        return  # another process (a worker) runs its steps now
                     self.instance.add_run_tags(self.run_id, {HEARTBEAT_TAG: _now()})
                 except Exception:  # the database away for a moment: try at the next beat
                     continue
         finally:
-            _BEATING.pop(self.run_id, None)
+            if _BEATING.get(self.run_id) is self:
+                _BEATING.pop(self.run_id, None)
 
 
 _BEATING: dict[str, Heartbeat] = {}
@@ -125,6 +138,20 @@ def start_heartbeat(instance: DagsterInstance, run_id: str) -> None:
     if run_id in _BEATING or not is_shared(instance):
         return
     _BEATING[run_id] = Heartbeat(instance, run_id).start()
+
+
+def claim_run(instance: DagsterInstance, run_id: str) -> None:
+    """Record this process as the one executing the run's steps now, with its
+    heartbeat: on Dagster's multiprocess or Celery executor each step may run in
+    another process, and the one to watch is the one working."""
+    mine = process_tags()
+    run = instance.get_run_by_id(run_id)
+    if run is None or run.tags.get(PROCESS_TAG) != mine[PROCESS_TAG]:
+        instance.add_run_tags(run_id, mine)
+        beating = _BEATING.pop(run_id, None)
+        if beating is not None:
+            beating.stop()
+    start_heartbeat(instance, run_id)
 
 
 def _silent_since(tags: dict[str, str], now: datetime) -> float | None:
@@ -139,6 +166,68 @@ def _silent_since(tags: dict[str, str], now: datetime) -> float | None:
     return (now - then).total_seconds()
 
 
+class StepWatch:
+    """Watches a run this process orchestrates while its steps run elsewhere (Celery
+    workers): a worker killed mid-step never answers, and the executor would wait for
+    it forever. Every ``interval`` seconds it looks at the process recorded as running
+    the run's step; once that one is dead (``dead_reason``), it calls ``on_dead`` with
+    the reason (which fails the step's task, so the run ends as failed)."""
+
+    def __init__(
+        self,
+        instance: DagsterInstance,
+        tag: tuple[str, str],
+        on_dead: Callable[[str], None],
+        interval: float = 5.0,
+    ):
+        self.instance, self.tag, self.on_dead, self.interval = instance, tag, on_dead, interval
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="ragline-step-watch", daemon=True)
+
+    def __enter__(self) -> StepWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        while not self._done.wait(self.interval):
+            try:
+                runs = self.instance.get_runs(filters=RunsFilter(tags=dict([self.tag])), limit=1)
+            except Exception:  # the database away for a moment: look again next time
+                continue
+            if not runs or runs[0].status not in IN_FLIGHT:
+                continue
+            reason = dead_reason(dict(runs[0].tags), socket.gethostname(), datetime.now(UTC))
+            if reason is not None:
+                self.on_dead(reason)
+
+
+def dead_reason(tags: dict[str, str], host: str, now: datetime) -> str | None:
+    """Why the process recorded as running a run's steps is dead — on this host,
+    checked by pid; on another host, by a heartbeat silent for ``STALE_AFTER_S`` —
+    or None while it lives (or the run records none)."""
+    process = run_process(tags)
+    if process is not None and process[1] != host:
+        silent = _silent_since(tags, now)
+        if silent is None or silent < STALE_AFTER_S:
+            return None
+        last = (now - timedelta(seconds=silent)).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return (
+            f"the host {process[1]} running this run has not been heard from since "
+            f"{last} (down?); the next run repairs the index"
+        )
+    if process is not None:
+        if _alive(process[0], process[2]):
+            return None
+        return "the process running this run died (killed?); the next run repairs the index"
+    if _alive_legacy(tags, host) is not False:
+        return None
+    return "the process running this run died (killed?); the next run repairs the index"
+
+
 def reap_dead_runs(instance: DagsterInstance) -> list[str]:
     """Fail the in-flight runs whose process no longer exists — on this host, checked
     by pid; on another host sharing the instance, by a heartbeat silent for
@@ -148,24 +237,19 @@ def reap_dead_runs(instance: DagsterInstance) -> list[str]:
     reaped = []
     for run in instance.get_runs(filters=RunsFilter(statuses=list(IN_FLIGHT))):
         tags = dict(run.tags)
-        process = run_process(tags)
-        if process is not None and process[1] != host:
-            silent = _silent_since(tags, now)
-            if silent is None or silent < STALE_AFTER_S:
-                continue
-            last = (now - timedelta(seconds=silent)).strftime("%Y-%m-%d %H:%M:%S UTC")
-            reason = (
-                f"the host {process[1]} running this run has not been heard from since "
-                f"{last} (down?); the next run repairs the index"
+        orchestrator = run_process(tags, ORCHESTRATOR_TAG)
+        if (
+            orchestrator is not None
+            and orchestrator[1] == host
+            and not _alive(orchestrator[0], orchestrator[2])
+        ):
+            reason: str | None = (
+                "the process orchestrating this run died (killed?); the next run repairs the index"
             )
-        elif process is not None:
-            if _alive(process[0], process[2]):
-                continue
-            reason = "the process running this run died (killed?); the next run repairs the index"
-        elif _alive_legacy(tags, host) is not False:
-            continue
         else:
-            reason = "the process running this run died (killed?); the next run repairs the index"
+            reason = dead_reason(tags, host, now)
+        if reason is None:
+            continue
         instance.report_run_failed(run, reason)
         instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
         reaped.append(run.run_id)

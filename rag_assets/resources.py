@@ -9,7 +9,11 @@ from dagster import ConfigurableResource
 
 from rag_serving.config import FileSourceConfig, RaglineConfig, load_config
 from rag_serving.embedders import Embedder, create_embedder
+from rag_serving.index.commit_lock import CommitLock, PostgresCommitLock, local_commit_lock
 from rag_serving.index.store import IndexStore
+
+# One lock per database: every index written by the hosts sharing it takes turns.
+_POSTGRES_LOCK_NAME = "index"
 
 
 class RaglineConfigResource(ConfigurableResource):
@@ -32,7 +36,21 @@ class IndexStoreResource(ConfigurableResource):
     settings: RaglineConfigResource
 
     def store(self) -> IndexStore:
-        return IndexStore(self.settings.load().data_dir)
+        return writer_store(self.settings.load())
+
+
+def commit_lock(config: RaglineConfig) -> CommitLock:
+    """The index's commit lock: in the Postgres database the Dagster instance is in
+    when it is shared by hosts, else a lock file of the data dir."""
+    url = config.dagster.storage_url()
+    if url is not None:
+        return PostgresCommitLock(url, _POSTGRES_LOCK_NAME)
+    return local_commit_lock(config.data_dir)
+
+
+def writer_store(config: RaglineConfig) -> IndexStore:
+    """The index, opened to write: every commit holds the index's commit lock."""
+    return IndexStore(config.data_dir, commit_lock=commit_lock(config))
 
 
 class EmbedderResource(ConfigurableResource):

@@ -288,18 +288,39 @@ class McpConfig(_Strict):
 # SQLAlchemy pick psycopg 3, which dagster-postgres does not install.
 POSTGRES_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg2")
 DEFAULT_POSTGRES_URL_ENV = "RAGLINE_DAGSTER_POSTGRES_URL"
+DEFAULT_CELERY_BROKER_URL_ENV = "RAGLINE_CELERY_BROKER_URL"
+CELERY_SCHEMES = ("redis", "rediss", "amqp", "amqps", "pyamqp", "sqs")
 
 
 class DagsterConfig(_Strict):
-    """Where the Dagster instance keeps runs, events, schedules and the writer pool:
+    """Where the Dagster instance keeps runs, events, schedules and the run queue:
     SQLite files under ``DAGSTER_HOME`` (one host), or a Postgres database that every
-    host running ragline's Dagster (UI, daemon, ``ragline index``/``watch``) shares."""
+    host running ragline's Dagster (UI, daemon, ``ragline index``/``watch``, workers)
+    shares; where runs execute their steps, and how many run at once."""
 
     storage: Literal["sqlite", "postgres"] = "sqlite"
     # the database URL: read from this environment variable (it may hold a password)...
     postgres_url_env: str = Field(default=DEFAULT_POSTGRES_URL_ENV, pattern=r"^[A-Za-z_]\w*$")
     # ...unless given here (without a password: use ~/.pgpass or the variable for one)
     postgres_url: str | None = None
+    # Where a run's steps execute: in the run's own process (the default), each in a
+    # process of its own, or on Celery workers (`ragline worker`) anywhere.
+    executor: Literal["in_process", "multiprocess", "celery"] = "in_process"
+    # Runs (sources) indexed at once, by the run queue and by `ragline index`.
+    max_concurrent_runs: int = Field(default=1, ge=1, le=64)
+    # The Celery broker (and result backend) URL, read from this variable.
+    celery_broker_url_env: str = Field(
+        default=DEFAULT_CELERY_BROKER_URL_ENV, pattern=r"^[A-Za-z_]\w*$"
+    )
+
+    @model_validator(mode="after")
+    def _celery_needs_postgres(self) -> DagsterConfig:
+        if self.executor == "celery" and self.storage != "postgres":
+            raise ValueError(
+                'executor = "celery" needs storage = "postgres": workers record their '
+                "steps in the instance every host shares"
+            )
+        return self
 
     @field_validator("postgres_url")
     @classmethod
@@ -334,6 +355,24 @@ class DagsterConfig(_Strict):
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         return "postgresql+psycopg2://" + url.split("://", 1)[1]
+
+    def broker_url(self) -> str:
+        """The Celery broker URL (``executor = "celery"``); ConfigError when unset or
+        not a broker URL (never echoing it: it may hold a password)."""
+        url = os.environ.get(self.celery_broker_url_env, "").strip()
+        if not url:
+            raise ConfigError(
+                f'[dagster] executor = "celery" needs the broker URL: set '
+                f"${self.celery_broker_url_env} (e.g. redis://host:6379/0)"
+            )
+        scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+        if scheme not in CELERY_SCHEMES:
+            shown = f"'{scheme}://…'" if scheme else "no scheme"
+            raise ConfigError(
+                f"${self.celery_broker_url_env} must be a Celery broker URL "
+                f"({', '.join(s + '://' for s in CELERY_SCHEMES)}), got {shown}"
+            )
+        return url
 
 
 def postgres_url_problem(url: str, where: str) -> None:

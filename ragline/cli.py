@@ -348,6 +348,23 @@ def ui(ctx: Context, host: str, port: int) -> None:
     sys.exit(run_ui(ctx.config, host, port))
 
 
+@cli.command()
+@click.option("--name", help="The worker's Celery node name (default: ragline-PID@HOST).")
+@click.option(
+    "--loglevel",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+)
+@pass_context
+@handle_errors
+def worker(ctx: Context, name: str | None, loglevel: str) -> None:
+    """Run one Celery worker for indexing steps ([dagster] executor = "celery")."""
+    from ragline.worker_command import run_worker
+
+    run_worker(ctx.config, name, loglevel.upper())
+
+
 def _register_groups() -> None:
     from ragline import sources_command
 

@@ -4,9 +4,13 @@ instance so the runs show up in the Dagster UI."""
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
+import threading
 import time
+import uuid
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,9 +93,13 @@ class SourceRunOutcome:
 
 
 class InProcessIndexer:
-    """Runs the indexing job in this process, recorded in the project's Dagster
+    """Runs the indexing job from this process, recorded in the project's Dagster
     instance; the instance, the job and (through the resources) the embedder stay
-    loaded between runs, so a long-lived process pays for them once."""
+    loaded between runs, so a long-lived process pays for them once.
+
+    With ``[dagster] executor = "in_process"`` the steps run here too; otherwise this
+    process orchestrates the run and its steps run on Dagster's multiprocess or
+    Celery executor (``execute_job`` of the code location's job)."""
 
     def __init__(self, config: RaglineConfig, launched_by: str = "cli", capture_logs: bool = True):
         if config.config_path is None:
@@ -108,6 +116,14 @@ class InProcessIndexer:
         self.instance = open_instance(config.data_dir, capture_logs, config.dagster)
         reap_dead_runs(self.instance)
         self.job = defs.resolve_job_def(INDEX_JOB_NAME)
+        self.in_process = config.dagster.executor == "in_process"
+        if not self.in_process:
+            if config.dagster.executor == "celery":
+                config.dagster.broker_url()  # unset or wrong: a ConfigError now, not a hang
+            from dagster._core.definitions.reconstruct import ReconstructableRepository
+
+            repository = ReconstructableRepository.for_module("rag_assets.definitions", "defs")
+            self.recon_job = repository.get_reconstructable_job(INDEX_JOB_NAME)
 
     def add_partitions(self, names: list[str]) -> None:
         """Make each named source a partition of the indexing assets."""
@@ -123,14 +139,53 @@ class InProcessIndexer:
     ) -> SourceRunOutcome:
         """One run of the indexing job for source ``name``."""
         started = time.perf_counter()
-        result = self.job.execute_in_process(
-            partition_key=name,
-            instance=self.instance,
-            tags={**(tags or {}), "ragline/launched_by": self.launched_by},
-            run_config=QUIET_LOGGERS,
-            raise_on_error=False,
-        )
-        return _outcome(name, result, time.perf_counter() - started, deferred)
+        tags = {**(tags or {}), "ragline/launched_by": self.launched_by}
+        if self.in_process:
+            result = self.job.execute_in_process(
+                partition_key=name,
+                instance=self.instance,
+                tags=tags,
+                run_config=QUIET_LOGGERS,
+                raise_on_error=False,
+            )
+            return _outcome(name, result, time.perf_counter() - started, deferred)
+        result, lost = self._execute_elsewhere(name, tags)
+        outcome = _outcome(name, result, time.perf_counter() - started, deferred)
+        if lost is not None and not outcome.success:
+            outcome.error = lost
+        return outcome
+
+    def _execute_elsewhere(self, name: str, tags: dict[str, str]) -> tuple[Any, str | None]:
+        """Orchestrate the run here, its steps on the configured executor. On Celery, a
+        step whose worker died is failed (the run ends) instead of waited for; returns
+        the result and, then, why."""
+        from contextlib import ExitStack
+
+        from dagster import execute_job
+
+        from rag_assets.recovery import StepWatch, orchestrator_tags
+
+        request = ("ragline/request", uuid.uuid4().hex)
+        steps = None
+        with ExitStack() as stack:
+            if self.config.dagster.executor == "celery":
+                from rag_assets.executors import PublishedSteps
+
+                steps = stack.enter_context(PublishedSteps(self.config.dagster))
+                stack.enter_context(StepWatch(self.instance, request, steps.fail_unfinished))
+            result = execute_job(
+                self.recon_job,
+                instance=self.instance,
+                run_config=QUIET_LOGGERS,
+                tags={
+                    **tags,
+                    **orchestrator_tags(),
+                    "dagster/partition": name,
+                    request[0]: request[1],
+                },
+                raise_on_error=False,
+            )
+        return result, steps.lost if steps is not None else None
 
     def maintain(self) -> MaintenanceOutcome:
         """One run of the maintenance job (compaction, old versions, Tantivy merge)."""
@@ -200,18 +255,87 @@ def index_sources(
         if on_outcome is not None:
             on_outcome(outcome)
 
+    first = {"ragline/full": "true"} if full else {}
     try:
         # Every source's first pass comes first, so its text documents are searchable
         # before any source spends minutes on OCR.
-        for name in selected:
-            ran(indexer.run(name, {"ragline/full": "true"} if full else {}))
-        for first in list(outcomes):
-            if first.success and first.deferred_documents:
-                ran(indexer.run(first.source, {"ragline/pass": "deferred"}, True))
+        _each(selected, lambda name: ran(indexer.run(name, first)), config, first, False, ran)
+        deferred = [o.source for o in outcomes if o.success and o.deferred_documents]
+        later = {"ragline/pass": "deferred"}
+        _each(deferred, lambda name: ran(indexer.run(name, later, True)), config, later, True, ran)
     finally:
         progress.set_reporter(None)
         progress.set_problem_reporter(None)
     return outcomes
+
+
+def _each(
+    names: list[str],
+    index: Callable[[str], None],
+    config: RaglineConfig,
+    tags: dict[str, str],
+    deferred: bool,
+    ran: Callable[[SourceRunOutcome], None],
+) -> None:
+    """Index each source: here, one after the other, or — ``[dagster]
+    max_concurrent_runs`` above 1 — up to that many at once, each run in a process
+    of its own (as Dagster's run launcher does: Dagster's logging set-up is not
+    thread-safe); their progress and problems come back through a queue."""
+    workers = min(config.dagster.max_concurrent_runs, len(names))
+    if workers <= 1:
+        for name in names:
+            index(name)
+        return
+    from rag_assets import progress
+
+    context = multiprocessing.get_context("spawn")
+    events = context.Queue()
+    relay = threading.Thread(target=_relay, args=(events, progress), daemon=True)
+    relay.start()
+    try:
+        with ProcessPoolExecutor(
+            workers,
+            mp_context=context,
+            initializer=_start_child,
+            initargs=(str(config.config_path), events),
+        ) as pool:
+            futures = [pool.submit(_child_run, name, tags, deferred) for name in names]
+            for future in futures:
+                ran(future.result())
+    finally:
+        events.put(None)
+        relay.join(timeout=5)
+
+
+def _relay(events: Any, progress: Any) -> None:
+    """Hand the children's progress and problems to this process's listeners."""
+    while (event := events.get()) is not None:
+        kind, args = event
+        progress.report(*args) if kind == "progress" else progress.report_problems(*args)
+
+
+_CHILD_INDEXER: InProcessIndexer | None = None
+
+
+def _start_child(config_path: str, events: Any) -> None:
+    """Set up a run process: the config, the indexer, progress sent to the parent."""
+    global _CHILD_INDEXER
+    from rag_assets import progress
+    from rag_serving.config import load_config
+
+    config = load_config(config_path)
+    _CHILD_INDEXER = InProcessIndexer(config, launched_by="cli")
+    progress.set_reporter(lambda *args: events.put(("progress", args)))
+    progress.set_problem_reporter(
+        lambda source, item, severity, reason: events.put(
+            ("problems", (source, [(item, severity, reason)]))
+        )
+    )
+
+
+def _child_run(name: str, tags: dict[str, str], deferred: bool) -> SourceRunOutcome:
+    assert _CHILD_INDEXER is not None
+    return _CHILD_INDEXER.run(name, tags, deferred)
 
 
 def _outcome(name: str, result: Any, seconds: float, deferred: bool) -> SourceRunOutcome:

@@ -105,14 +105,10 @@ def _stop_all(child: subprocess.Popen[bytes], family: list[Any], grace_s: float 
 
 def _register_partitions(config: RaglineConfig) -> None:
     """Make every configured source a partition, so the UI can run it."""
-    from rag_assets.assets.indexing import WRITER_POOL
     from rag_assets.instance import open_instance
     from rag_assets.partitions import SOURCES_PARTITIONS_NAME
-    from rag_assets.writer_turn import ensure_writer_pool
 
     instance = open_instance(config.data_dir, dagster=config.dagster)
-    # The run queue holds writer runs back only once the pool's limit is recorded.
-    ensure_writer_pool(instance, WRITER_POOL)
     known = set(instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
     missing = [s.name for s in config.sources if s.name not in known]
     if missing:

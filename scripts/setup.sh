@@ -89,6 +89,17 @@ if [ -n "$extras" ] && [ ! -x /usr/bin/chromium ]; then
   fi
 fi
 
+# The Celery tests run a real Redis broker (Debian's redis-server, started by the
+# tests on a port of their own).
+if [ -n "$extras" ] && ! command -v redis-server >/dev/null; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "installing Debian's redis-server for the Celery worker tests" >&2
+    (apt-get install -y -q --no-install-recommends redis-server >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends redis-server >/dev/null; })
+  else
+    echo "the Celery worker tests need redis-server: sudo apt-get install redis-server" >&2
+  fi
+fi
+
 # The Calibre tests index a library made by Calibre's own `calibredb` (Debian's
 # calibre package; without it they build metadata.db from Calibre's schema instead).
 if [ -n "$extras" ] && ! command -v calibredb >/dev/null; then

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import pytest
 import yaml
 from dagster import DynamicPartitionsDefinition, instance_for_test, materialize
 
@@ -29,7 +30,9 @@ def test_definitions_have_the_partitioned_chain() -> None:
         partitions = graph.get(_key(name)).partitions_def
         assert isinstance(partitions, DynamicPartitionsDefinition)
         assert partitions.name == "sources"
-        assert graph.get(_key(name)).pools == {"ragline_writer"}
+        # no pool: runs of different sources proceed together (commits take turns
+        # under the index's commit lock); the run queue keeps one run per source
+        assert not graph.get(_key(name)).pools
 
 
 def test_index_job_runs_in_process() -> None:
@@ -40,13 +43,31 @@ def test_index_job_runs_in_process() -> None:
     assert job.partitions_def is not None and job.partitions_def.name == "sources"
 
 
-def test_instance_settings_disable_telemetry_and_serialise_writers() -> None:
+def test_instance_settings_disable_telemetry_and_allow_one_run_per_source() -> None:
     packaged = yaml.safe_load(instance_settings())
     assert packaged["telemetry"]["enabled"] is False
-    assert packaged["concurrency"]["pools"]["default_limit"] == 1
-    # The pool admits one run at a time: a started run finishes before another writes.
-    assert packaged["concurrency"]["pools"]["granularity"] == "run"
+    runs = packaged["concurrency"]["runs"]
+    assert runs["max_concurrent_runs"] == 1  # the laptop default: one run at a time
+    assert runs["tag_concurrency_limits"] == [
+        {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
+    ]
+    assert "pools" not in packaged["concurrency"]
     assert (REPO / "dagster.yaml").read_text() == instance_settings()
+    more = yaml.safe_load(instance_settings("postgres", max_concurrent_runs=4))
+    assert more["concurrency"]["runs"]["max_concurrent_runs"] == 4
+    assert "postgres" in more["storage"]
+
+
+def test_the_executor_is_configuration() -> None:
+    from rag_assets.executors import executor_for
+    from rag_serving.config import DagsterConfig
+
+    assert executor_for(DagsterConfig()).name == "in_process"
+    assert executor_for(DagsterConfig(executor="multiprocess")).name == "multiprocess"
+    celery = DagsterConfig(executor="celery", storage="postgres")
+    assert executor_for(celery).name == "celery"
+    with pytest.raises(ValueError, match='executor = "celery" needs storage = "postgres"'):
+        DagsterConfig(executor="celery")
 
 
 def test_workspace_points_at_the_code_location() -> None:

@@ -38,7 +38,7 @@ def test_an_earlier_default_is_updated_and_a_users_file_kept(tmp_path: Path) -> 
     (home / "dagster.yaml").write_text(EARLIER_DEFAULT)
     prepare_dagster_home(tmp_path / "a")
     assert (home / "dagster.yaml").read_text() == instance_settings()
-    assert "granularity: run" in instance_settings()
+    assert "applyLimitPerUniqueValue: true" in instance_settings()
 
     mine = EARLIER_DEFAULT.replace("enabled: false", "enabled: true")
     (home / "dagster.yaml").write_text(mine)

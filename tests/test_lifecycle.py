@@ -82,25 +82,22 @@ def _materialization_times(instance, run_id: str) -> list[float]:
     ]
 
 
-def test_a_started_run_finishes_before_another_run_writes(tmp_path: Path) -> None:
-    """`ragline index long` and `ragline index short` start together. Before, the writer
-    pool was held per step, so one run's steps slipped in between the other's (a
-    short last step could wait minutes behind another source's embeddings). Now the
-    run that started second writes only after the first has ended."""
-    write_notes(tmp_path / "long", count=120, words=180)
-    write_notes(tmp_path / "short", count=2, words=60, seed=8)
+def test_two_runs_of_one_source_take_turns(tmp_path: Path) -> None:
+    """Two `ragline index notes` at once: runs of different sources proceed together
+    (their commits take turns), but two runs of one source must not, each planning
+    its writes from what the source's rows are: the run that started second writes
+    only after the first has ended, and says whom it waits for."""
+    write_notes(tmp_path / "notes", count=60, words=180)
     config_path = write_config(
-        tmp_path,
-        [{"name": "long", "kind": "markdown", "path": str(tmp_path / "long")},
-         {"name": "short", "kind": "markdown", "path": str(tmp_path / "short")}],
-    )  # fmt: skip
+        tmp_path, [{"name": "notes", "kind": "markdown", "path": str(tmp_path / "notes")}]
+    )
     config = parse_config_file(config_path)
     from dagster import RunsFilter
 
     # Create the instance first: two processes creating one SQLite instance at the same
     # moment race on its schema migration (alembic "more than one head").
     instance = _instance(config)
-    processes = [_ragline(config_path, "index", name) for name in ("long", "short")]
+    processes = [_ragline(config_path, "index", "notes") for _ in range(2)]
     outputs = [p.communicate(timeout=600)[0].decode() for p in processes]
     assert [p.returncode for p in processes] == [0, 0], outputs
     first, second = sorted(
@@ -108,7 +105,7 @@ def test_a_started_run_finishes_before_another_run_writes(tmp_path: Path) -> Non
         key=lambda r: r.start_time,
     )
     assert second.start_time < first.end_time, (
-        "the runs did not overlap: the test proves nothing; give `long` more notes"
+        "the runs did not overlap: the test proves nothing; give the source more notes"
     )
     first_writes = _materialization_times(instance, first.dagster_run.run_id)
     second_writes = _materialization_times(instance, second.dagster_run.run_id)
@@ -119,8 +116,8 @@ def test_a_started_run_finishes_before_another_run_writes(tmp_path: Path) -> Non
         for e in instance.all_logs(second.dagster_run.run_id)
         if "waiting for run" in (e.user_message or "")
     ]
-    source = first.dagster_run.tags["dagster/partition"]
-    assert waited and f"run {first.dagster_run.run_id[:8]} ({source})" in waited[0]
+    assert waited and f"run {first.dagster_run.run_id[:8]}" in waited[0]
+    assert "one run indexes notes at a time" in waited[0]
 
 
 def _ignore_sigint() -> None:

@@ -22,7 +22,7 @@ from rag_assets.assets.metadata import materialize_result
 from rag_assets.migrations import upgrade_index
 from rag_assets.partitions import sources_partitions
 from rag_assets.progress import report_problems, report_start
-from rag_assets.recovery import process_tags, start_heartbeat
+from rag_assets.recovery import claim_run
 from rag_assets.resources import EmbedderResource, IndexStoreResource, RaglineConfigResource
 from rag_assets.run_failures import NothingIndexed, readable_failure
 from rag_assets.sources import SourceKind, source_kind
@@ -31,7 +31,7 @@ from rag_assets.stages.embed import embed_source, target_generation
 from rag_assets.stages.fulltext import sync_fulltext
 from rag_assets.stages.parse import parse_source
 from rag_assets.stages.scan import scan_source
-from rag_assets.writer_turn import WRITER_POOL, wait_for_writer_turn
+from rag_assets.writer_turn import wait_for_source_turn
 from rag_serving.config import FileSourceConfig, RaglineConfig
 from rag_serving.errors import ConfigError
 from rag_serving.index.ann import ensure_search_indexes
@@ -84,8 +84,11 @@ def _configured_source(context: AssetExecutionContext, config: RaglineConfig) ->
 
 
 def _start_step(context: AssetExecutionContext) -> None:
-    """Wait until no writer run that started earlier is still going (see writer_turn)."""
-    wait_for_writer_turn(context.instance, context.run_id, WRITER_POOL, context.log)
+    """Record which process runs the step (a killed one is recognised later; other
+    hosts hear its heartbeat), then wait until no run of this source that started
+    earlier is still going (see writer_turn)."""
+    claim_run(context.instance, context.run_id)
+    wait_for_source_turn(context.instance, context.run_id, context.log)
 
 
 def _check_result(
@@ -167,7 +170,7 @@ def _source_metadata(source: FileSourceConfig, kind: SourceKind) -> dict[str, ob
     return metadata
 
 
-@asset(partitions_def=sources_partitions, pool=WRITER_POOL, group_name=GROUP, kinds={"lancedb"})
+@asset(partitions_def=sources_partitions, group_name=GROUP, kinds={"lancedb"})
 def raw_files(
     context: AssetExecutionContext,
     settings: RaglineConfigResource,
@@ -175,15 +178,13 @@ def raw_files(
     embedder: EmbedderResource,
 ) -> MaterializeResult:
     """The source's files: path, size, mtime and content hash (unchanged files cost a stat)."""
-    # Record which process runs this run, so a killed run can be recognised later.
-    context.instance.add_run_tags(context.run_id, process_tags())
-    start_heartbeat(context.instance, context.run_id)  # other hosts can tell it lives
     config = settings.load()
     source = _configured_source(context, config)
     _start_step(context)
     with readable_failure(source.name, "raw_files"):
         store = index_store.store()
-        upgraded = upgrade_index(store, {s.name: s.language for s in config.sources})
+        with store.writing():
+            upgraded = upgrade_index(store, {s.name: s.language for s in config.sources})
         if upgraded:
             context.log.info(f"index upgraded in place: {upgraded}")
         kind = source_kind(source, config.data_dir)
@@ -205,7 +206,7 @@ def raw_files(
 
 
 @asset(
-    deps=[raw_files], partitions_def=sources_partitions, pool=WRITER_POOL, group_name=GROUP,
+    deps=[raw_files], partitions_def=sources_partitions, group_name=GROUP,
     kinds={"lancedb"}, check_specs=[_check_spec(checks.ITEMS_INDEXED, "parsed_documents")],
 )  # fmt: skip
 def parsed_documents(
@@ -248,7 +249,7 @@ def parsed_documents(
 
 
 @asset(
-    deps=[parsed_documents], partitions_def=sources_partitions, pool=WRITER_POOL,
+    deps=[parsed_documents], partitions_def=sources_partitions,
     group_name=GROUP, kinds={"lancedb"},
 )  # fmt: skip
 def chunks(
@@ -272,7 +273,7 @@ def chunks(
 
 
 @asset(
-    deps=[chunks], partitions_def=sources_partitions, pool=WRITER_POOL, group_name=GROUP,
+    deps=[chunks], partitions_def=sources_partitions, group_name=GROUP,
     kinds={"lancedb"},
     check_specs=[
         _check_spec(checks.CHUNKS_HAVE_DOCUMENTS, "embeddings", blocking=True),
@@ -309,7 +310,8 @@ def _embeddings(
     # Scalar and vector indexes once the table is large enough; never fails the run.
     # They cover the whole table (every source), so they go to the log, not to this
     # source's metadata.
-    indexes = ensure_search_indexes(store, generation.table)
+    with store.writing(generation.table):
+        indexes = ensure_search_indexes(store, generation.table)
     if indexes["errors"] != "none":
         context.log.warning(
             f"{generation.table}: an index could not be built ({indexes['errors']}); "
@@ -331,7 +333,7 @@ def _embeddings(
 
 
 @asset(
-    deps=[embeddings], partitions_def=sources_partitions, pool=WRITER_POOL, group_name=GROUP,
+    deps=[embeddings], partitions_def=sources_partitions, group_name=GROUP,
     kinds={"tantivy"},
     check_specs=[_check_spec(checks.TANTIVY_MATCHES_LANCEDB, "fulltext_index", blocking=True)],
 )  # fmt: skip

@@ -4,14 +4,19 @@ the served ``chunks`` table.
 Vectors are reused by the hash of the embedded text (same embedder), so an edit
 re-embeds only the chunks whose text changed and a rename re-embeds nothing.
 Chunks are published a few documents at a time, each document's old and new
-chunks swapped in one commit: a search never sees half of a document.
+chunks swapped in one commit: a search never sees half of a document. Vectors are
+made before the commit, outside the index's commit lock, so that several sources
+embed at once while their commits take turns.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -48,9 +53,14 @@ def target_generation(store: IndexStore, embedder: Embedder) -> Generation:
     path = store.layout.manifest_path
     manifest = read_manifest(path, missing_ok=True)
     generation = manifest.target_for(embedder.fingerprint)
-    updated = manifest.with_target(generation)
-    if updated != manifest:
-        write_manifest(path, updated)
+    if manifest.with_target(generation) == manifest:
+        return generation
+    with store.writing():  # read again: another writer may have recorded it meanwhile
+        manifest = read_manifest(path, missing_ok=True)
+        generation = manifest.target_for(embedder.fingerprint)
+        updated = manifest.with_target(generation)
+        if updated != manifest:
+            write_manifest(path, updated)
     return generation
 
 
@@ -127,13 +137,14 @@ def embed_source(
             _Vectors(known_hashes, plan.repeated, written, counts, repeated_vectors),
             batch_size,
         )  # fmt: skip
-        store.apply_changes(
-            table,
-            schema,
-            batches,
-            delete_where=f"{scope} AND {sql_in('chunk_id', gone)}" if gone else None,
-            compare_columns=("row_hash",) if not full else (),
-        )
+        with _computed(batches, schema, store.layout.data_dir / "spill") as ready:
+            store.apply_changes(
+                table,
+                schema,
+                ready,
+                delete_where=f"{scope} AND {sql_in('chunk_id', gone)}" if gone else None,
+                compare_columns=("row_hash",) if not full else (),
+            )
         known_hashes.update(written)  # readable from the table now that it is committed
         done += len(wanted_ids)
         report(source.name, "embed", done, to_write)
@@ -145,6 +156,29 @@ def embed_source(
     result.extra.update({"embedded": embedded, "vectors_reused": reused})
     return_freed_memory()
     return result
+
+
+@contextmanager
+def _computed(
+    batches: Iterable[pa.RecordBatch], schema: pa.Schema, folder: Path
+) -> Iterator[pa.Table | Iterator[pa.RecordBatch]]:
+    """``batches`` made now (the embedding, without the commit lock) and kept in an
+    Arrow file, read back memory-mapped during the commit: a document of 70,000
+    chunks is never in memory at once, and the lock is held only to write."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder) as scratch:
+        path = Path(scratch) / "batches.arrow"
+        count = 0
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+            for batch in batches:
+                writer.write_batch(batch)
+                count += 1
+        if count == 0:
+            yield schema.empty_table()
+            return
+        with pa.memory_map(str(path)) as source:
+            reader = pa.ipc.open_file(source)
+            yield (reader.get_batch(i) for i in range(reader.num_record_batches))
 
 
 @dataclass

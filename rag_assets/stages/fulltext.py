@@ -56,6 +56,18 @@ def sync_fulltext(
     streamed from LanceDB into one Tantivy commit, whose writer flushes to disk
     within its own heap budget, so memory does not grow with the source.
     """
+    with store.writing():  # one Tantivy writer at a time; the manifest may change
+        return _sync_fulltext(store, source, embedder, run_id, configured, only)
+
+
+def _sync_fulltext(
+    store: IndexStore,
+    source: FileSourceConfig,
+    embedder: Embedder,
+    run_id: str,
+    configured: Sequence[str],
+    only: set[str] | None,
+) -> StageResult:
     generation = target_generation(store, embedder)
     whole = f"source = {sql_string(source.name)}"
     scope = whole if only is None else f"{whole} AND {sql_in('doc_id', sorted(only))}"

@@ -1,8 +1,9 @@
 """Index maintenance: compact LanceDB tables and drop old versions (which also folds
 rows written since into the tables' indexes), create or retrain the search indexes
 of each live generation as it grows (``rag_serving.index.ann``), merge Tantivy
-segments, and remove generations nobody uses any more. Runs in the writer pool,
-because LanceDB's ``optimize`` conflicts with concurrent writers and does not retry."""
+segments, and remove generations nobody uses any more. Holds the index's commit
+lock throughout, because LanceDB's ``optimize`` conflicts with concurrent writers
+and does not retry."""
 
 from __future__ import annotations
 
@@ -28,6 +29,12 @@ class MaintenanceReport:
 
 def maintain_index(store: IndexStore, keep_versions_hours: float) -> MaintenanceReport:
     """Compact and clean the index under ``store``."""
+    with store.writing():
+        store.refresh()
+        return _maintain(store, keep_versions_hours)
+
+
+def _maintain(store: IndexStore, keep_versions_hours: float) -> MaintenanceReport:
     report = MaintenanceReport()
     manifest = read_manifest(store.layout.manifest_path, missing_ok=True)
     live = {g.key for g in (manifest.active, manifest.building) if g is not None}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from rag_serving.index import schema as schemas
+from rag_serving.index.commit_lock import CommitLock, local_commit_lock
 from rag_serving.index.layout import IndexLayout
 
 _CONNECT_LOCK = threading.Lock()
@@ -32,13 +34,22 @@ class IndexStore:
     """The LanceDB database under ``data_dir/lancedb``.
 
     Readers pass ``read_consistency_interval`` so that a long-lived process (the
-    MCP server) sees versions written by other processes.
+    MCP server) sees versions written by other processes. Every write holds
+    ``commit_lock`` (see ``commit_lock.py``; by default a lock file of this data dir)
+    and starts from the table's latest version.
     """
 
-    def __init__(self, data_dir: Path, read_consistency_s: float | None = None):
+    def __init__(
+        self,
+        data_dir: Path,
+        read_consistency_s: float | None = None,
+        *,
+        commit_lock: CommitLock | None = None,
+    ):
         import lancedb
 
         self.layout = IndexLayout(Path(data_dir))
+        self.commit_lock = commit_lock or local_commit_lock(self.layout.data_dir)
         self.layout.lancedb_dir.mkdir(parents=True, exist_ok=True)
         interval = None if read_consistency_s is None else timedelta(seconds=read_consistency_s)
         with _CONNECT_LOCK:
@@ -46,6 +57,16 @@ class IndexStore:
                 str(self.layout.lancedb_dir), read_consistency_interval=interval
             )
         self._tables: dict[str, Any] = {}
+
+    @contextmanager
+    def writing(self, *tables: str) -> Iterator[None]:
+        """Hold the commit lock, with ``tables`` (those this store has open) at their
+        latest version: a commit never starts from a version another writer replaced."""
+        with self.commit_lock:
+            for name in tables:
+                if name in self._tables:
+                    self._tables[name].checkout_latest()
+            yield
 
     # ---- tables ------------------------------------------------------------
 
@@ -65,14 +86,17 @@ class IndexStore:
             return self._tables[name]
         if self.table_exists(name):
             tbl = self.db.open_table(name)
-            if schema is not None:
-                _add_late_columns(name, tbl, schema)
+            if schema is not None and _missing_late_columns(name, tbl, schema):
+                with self.writing():
+                    tbl.checkout_latest()
+                    _add_late_columns(name, tbl, schema)
         elif schema is None:
             raise KeyError(name)
         else:
-            tbl = self.db.create_table(name, schema=schema, exist_ok=True)
-            # Prevents duplicate rows for new keys when writers overlap (lancedb 0.40).
-            tbl.set_unenforced_primary_key(schemas.table_key(name))
+            with self.writing():
+                tbl = self.db.create_table(name, schema=schema, exist_ok=True)
+                # Prevents duplicate rows for new keys when writers overlap (lancedb 0.40).
+                tbl.set_unenforced_primary_key(schemas.table_key(name))
         self._tables[name] = tbl
         return tbl
 
@@ -138,6 +162,18 @@ class IndexStore:
         columns differs.
         """
         tbl = self.table(name, schema)
+        with self.writing(name):
+            self._apply(tbl, name, schema, upserts, delete_where, compare_columns)
+
+    def _apply(
+        self,
+        tbl: Any,
+        name: str,
+        schema: pa.Schema,
+        upserts: pa.Table | Iterable[pa.RecordBatch] | None,
+        delete_where: str | None,
+        compare_columns: Sequence[str],
+    ) -> None:
         if isinstance(upserts, pa.Table) and upserts.num_rows == 0:
             upserts = None
         if upserts is None:
@@ -161,13 +197,16 @@ class IndexStore:
 
     def delete(self, name: str, where: str) -> None:
         if self.table_exists(name):
-            self.table(name).delete(where)
+            table = self.table(name)
+            with self.writing(name):
+                table.delete(where)
 
     def drop(self, name: str) -> None:
         """Remove table ``name`` if it exists."""
         self._tables.pop(name, None)
         if self.table_exists(name):
-            self.db.drop_table(name)
+            with self.writing():
+                self.db.drop_table(name)
 
     def table_names(self) -> list[str]:
         return self._table_names()
@@ -245,14 +284,20 @@ def schema_for(name: str) -> pa.Schema | None:
     }.get(name)
 
 
-def _add_late_columns(name: str, table: Any, schema: pa.Schema) -> None:
-    """Add to an existing table the nullable columns added since its format
-    (``schemas.LATE_COLUMNS``): a writer fills them, readers of old rows see null."""
+def _missing_late_columns(name: str, table: Any, schema: pa.Schema) -> list[pa.Field]:
+    """The nullable columns added since the table's format (``schemas.LATE_COLUMNS``)
+    that it lacks."""
     present = set(table.schema.names)
-    missing = [
+    return [
         schema.field(column)
         for table_name, column in schemas.LATE_COLUMNS
         if table_name == name and column not in present and column in schema.names
     ]
+
+
+def _add_late_columns(name: str, table: Any, schema: pa.Schema) -> None:
+    """Add to an existing table the columns it lacks (a writer fills them, readers of
+    old rows see null)."""
+    missing = _missing_late_columns(name, table, schema)
     if missing:
         table.add_columns(missing)

