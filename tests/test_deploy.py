@@ -594,8 +594,9 @@ def test_the_containers_instance_holds_ragline_s_settings(tmp_path, monkeypatch)
 
     from rag_assets.instance import instance_settings
 
-    ours = yaml.safe_load(instance_settings("postgres"))
     deployed = load_yaml(INSTANCE)[0]
+    runs = deployed["concurrency"]["runs"]["max_concurrent_runs"]
+    ours = yaml.safe_load(instance_settings("postgres", runs))
     for key, value in ours.items():
         assert deployed.get(key) == value, f"deploy/dagster.yaml: {key} differs from ragline's"
     # Dagster itself accepts the file (and the chart's extra instance config)
