@@ -289,3 +289,27 @@ def test_celery_workers_survive_a_killed_worker_and_converge(
                 worker.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 worker.kill()
+
+
+def test_worker_and_broker_mistakes_are_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rag_serving.config import DagsterConfig
+    from rag_serving.errors import ConfigError
+
+    config_path = _config(tmp_path, {"notes": tmp_path})
+    process = _ragline(config_path, "worker")
+    output = process.communicate(timeout=120)[0]
+    assert process.returncode == 2
+    assert output.strip().splitlines() == [
+        f"error: {config_path}: `ragline worker` runs steps sent by the Celery executor; "
+        'set [dagster] executor = "celery" (with storage = "postgres")'
+    ]
+    celery = DagsterConfig(storage="postgres", executor="celery")
+    monkeypatch.delenv("RAGLINE_CELERY_BROKER_URL", raising=False)
+    with pytest.raises(ConfigError, match=r"needs the broker URL: set \$RAGLINE_CELERY_BROKER_URL"):
+        celery.broker_url()
+    monkeypatch.setenv("RAGLINE_CELERY_BROKER_URL", "http://user:hunter2@broker/0")
+    with pytest.raises(ConfigError) as wrong:
+        celery.broker_url()
+    assert "hunter2" not in str(wrong.value) and "'http://…'" in str(wrong.value)
