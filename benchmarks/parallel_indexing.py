@@ -66,9 +66,10 @@ def timed_index(
     data = config_path.parent / "data"
     for part in ("lancedb", "fulltext", "index.json", "models"):
         target = data / part
-        shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(
-            missing_ok=True
-        )
+        if target.is_dir():
+            shutil.rmtree(target)
+        else:
+            target.unlink(missing_ok=True)
     if models is not None:
         shutil.copytree(models, data / "models")
     env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "RAGLINE_CONFIG")}
