@@ -35,6 +35,7 @@ from pydantic import (
 )
 
 from rag_serving.errors import ConfigError
+from rag_serving.index.location import is_remote as is_remote_uri
 from rag_serving.limits import Limits
 
 CONFIG_ENV = "RAGLINE_CONFIG"
@@ -673,6 +674,11 @@ class RaglineConfig(_Strict):
     """The whole configuration file."""
 
     data_dir: Path = Path(".ragline")
+    # Where the LanceDB tables live (None: <data_dir>/lancedb): a folder, s3://bucket/prefix
+    # or s3+ddb://bucket/prefix?ddbTableName=TABLE; Tantivy, models, Dagster stay local.
+    index_uri: str | None = None
+    # On an s3:// store that ignores conditional writes: write anyway (one writer only).
+    allow_unsafe_concurrent_writes: bool = False
     embedder: EmbedderConfig = SentenceTransformersConfig()
     chunking: ChunkingConfig = ChunkingConfig()
     search: SearchConfig = SearchConfig()
@@ -692,6 +698,26 @@ class RaglineConfig(_Strict):
                 raise ValueError(f"source name {source.name!r} is used twice")
             seen.add(source.name)
         return sources
+
+    @field_validator("index_uri")
+    @classmethod
+    def _index_uri(cls, value: str | None) -> str | None:
+        from rag_serving.index.location import index_uri_problem
+
+        if value is None:
+            return None
+        value = value.strip()
+        problem = index_uri_problem(value) if value else "it is empty; leave it out for the default"
+        if problem:
+            raise ValueError(f"index_uri {value!r}: {problem}")
+        return value
+
+    @property
+    def remote_index(self) -> bool:
+        """Whether the LanceDB tables live on object storage (``index_uri``)."""
+        from rag_serving.index.location import is_remote
+
+        return is_remote(self.index_uri)
 
     @model_validator(mode="before")
     @classmethod
@@ -1005,9 +1031,13 @@ def _resolve_paths(config: RaglineConfig, path: Path) -> RaglineConfig:
         if embedder.model.startswith(("~", ".")) or model.is_absolute() or (base / model).is_dir():
             resolved = str(_absolute(model, base))
             embedder = embedder.model_copy(update={"model": resolved})
+    index_uri = config.index_uri
+    if index_uri and not is_remote_uri(index_uri):  # a folder, relative to the file
+        index_uri = str(_absolute(Path(index_uri).expanduser(), base))
     return config.model_copy(
         update={
             "data_dir": _absolute(data_dir, base),
+            "index_uri": index_uri,
             "embedder": embedder,
             "search": _resolve_rerank_model(config.search, base),
             "sources": sources,
