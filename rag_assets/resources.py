@@ -32,7 +32,7 @@ class IndexStoreResource(ConfigurableResource):
     settings: RaglineConfigResource
 
     def store(self) -> IndexStore:
-        return IndexStore(self.settings.load().data_dir)
+        return IndexStore.of(self.settings.load())
 
 
 class EmbedderResource(ConfigurableResource):

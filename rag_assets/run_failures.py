@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pyarrow as pa
 from dagster import (
@@ -26,6 +25,7 @@ from dagster import (
 
 from rag_assets.resources import RaglineConfigResource
 from rag_assets.stages.result import utcnow
+from rag_serving.config import RaglineConfig
 from rag_serving.errors import RaglineError
 from rag_serving.index import schema as schemas
 from rag_serving.index.store import IndexStore
@@ -68,7 +68,7 @@ def one_line(message: str) -> str:
 
 
 def record_run_failure(
-    data_dir: Path, source: str, run_id: str, step: str | None, message: str
+    config: RaglineConfig, source: str, run_id: str, step: str | None, message: str
 ) -> None:
     """Remember that ``run_id`` of ``source`` failed in ``step`` because of ``message``."""
     row = {
@@ -78,7 +78,7 @@ def record_run_failure(
         "message": one_line(message),
         "failed_at": utcnow(),
     }
-    IndexStore(data_dir).apply_changes(
+    IndexStore.of(config).apply_changes(
         "run_failures", schemas.RUN_FAILURES, pa.Table.from_pylist([row], schemas.RUN_FAILURES)
     )
 
@@ -139,13 +139,13 @@ def record_failure(context: HookContext) -> None:
     source = (run.tags.get(PARTITION_TAG) if run else None) or ""
     if not source:
         return
-    data_dir = context.resources.settings.load().data_dir
+    config = context.resources.settings.load()
     step = context.step_key.split(".")[-1] if context.step_key else None
     if isinstance(context.op_exception, NothingIndexed):
         step = NothingIndexed.STEP
     try:
         record_run_failure(
-            data_dir, source, context.run_id, step, error_summary(context.op_exception)
+            config, source, context.run_id, step, error_summary(context.op_exception)
         )
     except Exception as exc:  # never mask the run's own failure
         context.log.warning(f"could not record the failure in the index: {exc}")
@@ -171,4 +171,4 @@ def run_failures(context: RunFailureSensorContext, settings: RaglineConfigResour
         message = error_summary(error)
     else:
         step, message = None, context.failure_event.message or "the run failed"
-    record_run_failure(settings.load().data_dir, source, run.run_id, step, message)
+    record_run_failure(settings.load(), source, run.run_id, step, message)

@@ -200,7 +200,7 @@ class SourceWatcher:
             except RaglineError:
                 continue
             if self._store is None:
-                self._store = IndexStore(self.config.data_dir)
+                self._store = IndexStore.of(self.config, read_only=True)
             self._store.refresh()
             if listing_is_indexed(self._store, kind, items):
                 self._candidates[name] = kind.signal_of(items)

@@ -174,7 +174,7 @@ def record_dead_runs(instance: DagsterInstance, config: RaglineConfig, run_ids: 
         source = run.tags.get(PARTITION_TAG) if run else None
         if source:
             record_run_failure(
-                config.data_dir, source, run_id, None,
+                config, source, run_id, None,
                 "the process running this run died (killed or crashed); it will be retried",
             )  # fmt: skip
 
