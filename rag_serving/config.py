@@ -22,7 +22,7 @@ import typing
 from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from pydantic import (
@@ -359,6 +359,9 @@ KEYWORD_LANGUAGES = {
 class FileSourceConfig(_Strict):
     """What every kind that reads a folder of files shares (the shared walker's rules)."""
 
+    # Whether the kind's state folder holds what the source itself no longer does (a
+    # feed's past entries): beside a remote index then, shared by every writer host.
+    shared_state: ClassVar[bool] = False
     name: str
     path: Path
     include: list[str] = ["**/*"]
@@ -581,6 +584,7 @@ class FeedsSourceConfig(FileSourceConfig):
     HTTP with conditional requests on each feed's poll schedule. Entries that fall
     out of a feed stay indexed: a feed is a window, not the archive."""
 
+    shared_state: ClassVar[bool] = True  # the archive of fetched entries
     kind: Literal["feeds"]
     path: Path | None = None  # not used: feeds have URLs (a local feed file may be one)
     urls: list[str | FeedUrl] = []

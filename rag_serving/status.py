@@ -207,7 +207,7 @@ def index_status(config: RaglineConfig, check_pending: bool = True) -> IndexStat
                 for r in sorted(rows, key=lambda r: (r["severity"], r["path"]))
             ]
         if check_pending and source_config is not None:
-            state_dir = layout.source_state_dir(name)
+            state_dir = layout.source_state_dir(name, source_config.shared_state)
             pending, pending_error = _pending(
                 store, source_config, scope, state.get("last_indexed_at"), table,
                 state_dir if state_dir.is_dir() else None,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rag_serving.index.location import is_remote, storage_options
+from rag_serving.index.objects import RemotePath, shared_root
 
 
 @dataclass(frozen=True)
@@ -68,18 +69,30 @@ class IndexLayout:
             return RemoteManifest(self.index_uri)
         return self.data_dir / "index.json"
 
-    def deferred_marker(self, source: str) -> Path:
-        """Present while ``source`` has work left for a deferred pass (OCR)."""
-        return self.data_dir / "deferred" / source
+    @property
+    def shared_root(self) -> Path | RemotePath:
+        """What every host must see alike: ``data_dir`` itself on a local index, objects
+        beside the tables (``<index_uri>/_ragline/``) on a remote one."""
+        if self.remote:
+            assert self.index_uri is not None
+            return shared_root(self.index_uri)
+        return self.data_dir
+
+    def deferred_marker(self, source: str) -> Path | RemotePath:
+        """Present while ``source`` has work left for a deferred pass (OCR): written by
+        whichever host runs the source, read by the sensor (shared)."""
+        return self.shared_root / "deferred" / source
 
     def watched_signal(self, source: str) -> Path:
         """The change signal ``ragline watch`` last indexed ``source`` at: the sensor
         does not run a source again for changes the watcher has indexed."""
         return self.data_dir / "watched" / f"{source}.json"
 
-    def source_state_dir(self, source: str) -> Path:
-        """A source kind's own state (mailbox offsets, fetched feed entries)."""
-        return self.data_dir / "sources" / source
+    def source_state_dir(self, source: str, shared: bool = False) -> Path | RemotePath:
+        """A source kind's own state: ``shared`` for state that cannot be rebuilt from
+        the source (fetched feed entries), which every writer host must see; else a
+        per-host cache (mailbox offsets)."""
+        return (self.shared_root if shared else self.data_dir) / "sources" / source
 
     @property
     def models_dir(self) -> Path:
