@@ -24,9 +24,9 @@ import pytest
 from rag_serving.config import RaglineConfig, parse_config_file
 from rag_serving.errors import ManifestConflictError, ObjectStoreError
 from tests.conftest import HUB_PLUGINS, REPO, build_index, write_config
-from tests.s3_server import ConditionIgnoringProxy, S3Server, moto_server, subprocess_env
+from tests.s3_server import ConditionIgnoringProxy, S3Server, moto_server, s3_env, subprocess_env
 
-__all__ = ["moto_server"]  # the fixture, used by this module
+__all__ = ["moto_server", "s3_env"]  # fixtures used here
 
 NOTES = ["3d-graph.md", "spreadsheets.md", "calendar.md", "dataview.md", "kanban-status-updater.md"]
 NEW_WORD = "zeppelinwharf"  # in no note until a test writes it
@@ -267,3 +267,45 @@ def test_bad_index_uri_is_one_clear_line(tmp_path: Path) -> None:
         with pytest.raises(ConfigError) as error:
             parse_config_file(path)
         assert uri in str(error.value) and hint in str(error.value)
+
+
+def test_state_every_host_needs_lives_beside_the_tables(s3_env: S3Server, tmp_path: Path) -> None:
+    """Deferred markers (written by a run, read by the sensor, maybe on another host)
+    and feed archives (entries a feed no longer carries) are objects beside the
+    tables; a mailbox's offsets cache stays on the host."""
+    from rag_assets.sources import source_kind
+    from rag_serving.config import FeedsSourceConfig, MailSourceConfig
+    from rag_serving.feeds import archive
+    from rag_serving.index.layout import IndexLayout
+
+    s3_env.bucket("ragline-state")
+    uri = "s3://ragline-state/index"
+    client = s3_env.client()
+
+    def keys() -> list[str]:
+        listed = client.list_objects_v2(Bucket="ragline-state")  # type: ignore[attr-defined]
+        return sorted(o["Key"] for o in listed.get("Contents", []))
+
+    marker = IndexLayout(tmp_path, uri).deferred_marker("notes")
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text("3\n", encoding="utf-8")
+    assert keys() == ["index/_ragline/deferred/notes"]
+    first = marker.stat().st_mtime_ns
+    marker.write_text("2\n", encoding="utf-8")
+    assert marker.stat().st_mtime_ns != first  # the sensor sees a rewrite as new
+    marker.unlink(missing_ok=True)
+    assert keys() == [] and not marker.exists()
+
+    feeds = FeedsSourceConfig(name="news", kind="feeds", path=tmp_path, urls=["https://x.test/f"])
+    kind = source_kind(feeds, tmp_path, uri)
+    spec = archive.configured_feeds(feeds)[0]
+    state = archive.FeedState(url=spec.url, title="X", entries={"e1": {"hash": "h"}})
+    archive.save_state(kind.state_dir, state)
+    assert keys() == [f"index/_ragline/sources/news/feeds/{spec.feed_id}.json"]
+    assert archive.load_state(kind.state_dir, spec) == state
+    assert not (tmp_path / "sources").exists()
+
+    mbox = tmp_path / "inbox.mbox"
+    mbox.write_text("", encoding="utf-8")
+    mail = MailSourceConfig(name="mail", kind="mail", path=mbox)
+    assert source_kind(mail, tmp_path, uri).state_dir == tmp_path / "sources" / "mail"
