@@ -50,6 +50,8 @@ def remote(
     moto_server: S3Server, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RaglineConfig]:
     """A few hub notes indexed into ``s3://ragline-test/index`` by this process."""
+    if not HUB_PLUGINS.is_dir():
+        pytest.fail(f"{HUB_PLUGINS} is missing: run with ../shared/data or -m 'not shared_data'")
     with pytest.MonkeyPatch.context() as patch:
         for name in [n for n in os.environ if n.startswith("AWS_")]:
             patch.delenv(name)
@@ -83,6 +85,7 @@ def _search_host_config(writer: RaglineConfig, root: Path) -> Path:
     return path
 
 
+@pytest.mark.shared_data
 def test_writer_keeps_tables_off_the_local_disk(remote: RaglineConfig, moto_server: S3Server):
     keys = [
         o["Key"]
@@ -96,6 +99,7 @@ def test_writer_keeps_tables_off_the_local_disk(remote: RaglineConfig, moto_serv
     assert not (remote.data_dir / "index.json").exists()
 
 
+@pytest.mark.shared_data
 def test_search_host_with_empty_data_dir_serves_the_same_hits(
     remote: RaglineConfig, moto_server: S3Server, tmp_path: Path
 ) -> None:
@@ -135,6 +139,7 @@ def test_search_host_with_empty_data_dir_serves_the_same_hits(
     assert not (tmp_path / "data" / "lancedb").exists()
 
 
+@pytest.mark.shared_data
 def test_a_write_reaches_a_running_search_host_within_seconds(
     remote: RaglineConfig, moto_server: S3Server, tmp_path: Path
 ) -> None:
@@ -179,6 +184,7 @@ def test_a_write_reaches_a_running_search_host_within_seconds(
         host.wait(timeout=30)
 
 
+@pytest.mark.shared_data
 def test_racing_manifest_writers_exactly_one_wins(
     remote: RaglineConfig, moto_server: S3Server
 ) -> None:
