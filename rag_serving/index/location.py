@@ -10,7 +10,8 @@ instead (LanceDB's commit store), safe on any S3-compatible store.
 Credentials, region and endpoint come from the usual AWS variables
 (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``,
 ``AWS_REGION`` / ``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL`` or
-``AWS_ENDPOINT_URL_S3`` for an S3-compatible server).
+``AWS_ENDPOINT_URL_S3`` for an S3-compatible server, ``AWS_ENDPOINT_URL_DYNAMODB``
+or ``AWS_ENDPOINT_URL`` for the commit store of ``s3+ddb://``).
 """
 
 from __future__ import annotations
@@ -92,6 +93,9 @@ def storage_options(uri: str, env: Mapping[str, str] | None = None) -> dict[str,
         options["endpoint"] = endpoint
         if endpoint.startswith("http://"):
             options["allow_http"] = "true"
+    dynamodb = env.get("AWS_ENDPOINT_URL_DYNAMODB") or env.get("AWS_ENDPOINT_URL")
+    if urlsplit(uri).scheme == "s3+ddb" and dynamodb:
+        options["dynamodb_endpoint"] = dynamodb  # else the commit store asks AWS itself
     return options
 
 
