@@ -100,8 +100,11 @@ class ConditionIgnoringProxy:
                 pass
 
             def _forward(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else None
+                if "chunked" in self.headers.get("Transfer-Encoding", ""):
+                    body = self._chunked_body()
+                else:
+                    length = int(self.headers.get("Content-Length") or 0)
+                    body = self.rfile.read(length) if length else None
                 headers = {
                     k: v
                     for k, v in self.headers.items()
@@ -115,13 +118,23 @@ class ConditionIgnoringProxy:
                 finally:
                     conn.close()
                 self.send_response(reply.status, reply.reason)
+                head = self.command == "HEAD"  # its Content-Length is the object's
                 for k, v in reply.getheaders():
-                    if k.lower() not in _HOP_BY_HOP | {"content-length"}:
+                    if k.lower() not in _HOP_BY_HOP | (set() if head else {"content-length"}):
                         self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
+                if not head:
+                    self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)
+
+            def _chunked_body(self) -> bytes:
+                parts = []
+                while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                    parts.append(self.rfile.read(size))
+                    self.rfile.readline()
+                self.rfile.readline()  # the blank line after the last chunk
+                return b"".join(parts)
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 

@@ -249,6 +249,40 @@ def test_a_store_ignoring_conditional_writes_is_refused(
         assert any("ignores conditional writes" in r.getMessage() for r in caplog.records)
 
 
+def test_s3_ddb_commits_through_dynamodb_on_that_store(
+    s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fix the refusal names: with the DynamoDB commit store the same store is used
+    for writing (no probe), and each commit is recorded in DynamoDB."""
+    import boto3
+
+    from rag_serving.index.store import IndexStore
+
+    s3_env.bucket("ragline-ddb")
+    dynamodb = boto3.client("dynamodb", endpoint_url=s3_env.endpoint, region_name="us-east-1")
+    dynamodb.create_table(
+        TableName="ragline-commits",
+        KeySchema=[
+            {"AttributeName": "base_uri", "KeyType": "HASH"},
+            {"AttributeName": "version", "KeyType": "RANGE"},
+        ],
+        AttributeDefinitions=[
+            {"AttributeName": "base_uri", "AttributeType": "S"},
+            {"AttributeName": "version", "AttributeType": "N"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    with ConditionIgnoringProxy(s3_env.endpoint) as standin:
+        for name, value in standin.env().items():
+            monkeypatch.setenv(name, value)
+        path = write_config(tmp_path, [])
+        _add_keys(path, index_uri="s3+ddb://ragline-ddb/index?ddbTableName=ragline-commits")
+        store = IndexStore.of(parse_config_file(path))
+        store.files()
+        assert store.table_names() == ["files"]
+    assert dynamodb.scan(TableName="ragline-commits")["Count"] >= 1
+
+
 def test_moto_honours_conditional_writes(moto_server: S3Server, monkeypatch) -> None:
     from rag_serving.index.location import honours_conditional_writes
 
