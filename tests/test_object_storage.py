@@ -137,6 +137,8 @@ def test_search_host_with_empty_data_dir_serves_the_same_hits(
     assert {h["stale_reason"] for h in hits} == {"unchecked"}
     assert (tmp_path / "data" / "search-fulltext").is_dir()
     assert not (tmp_path / "data" / "lancedb").exists()
+    # The host made its ONNX query encoder, as indexing does: later queries skip PyTorch.
+    assert list((tmp_path / "data" / "models").glob("*/*.onnx"))
 
 
 @pytest.mark.shared_data

@@ -335,6 +335,10 @@ class SearchEngine:
                 assert self.generation is not None
                 config = embedder_config_for(self.generation.fingerprint, self.config.embedder)
                 self._embedder = create_embedder(config, self.config.data_dir)
+                if self.layout.remote:
+                    # A search host that never indexes would embed every query with
+                    # PyTorch: make its ONNX query encoder once, as indexing does.
+                    self._embedder.prepare_query_path()
             return self._embedder
 
     # ---- vocabulary for filter validation ----------------------------------
