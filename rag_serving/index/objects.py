@@ -9,6 +9,7 @@ One PUT replaces an object whole: readers see the old content or the new.
 from __future__ import annotations
 
 import contextlib
+import zlib
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
@@ -107,7 +108,7 @@ class RemotePath:
         modified: datetime = head["LastModified"]
         # The ETag changes with every write even within one second (LastModified's
         # resolution): folded in, so a rewritten marker never looks unchanged.
-        etag = int(str(head.get("ETag", "0")).strip('"')[:8] or "0", 16)
+        etag = zlib.crc32(str(head.get("ETag", "")).encode()) % 10**9
         return RemoteStat(int(head["ContentLength"]), int(modified.timestamp()) * 10**9 + etag)
 
     def exists(self) -> bool:
