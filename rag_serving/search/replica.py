@@ -58,15 +58,21 @@ class FulltextReplica:
     def catch_up(self, version: int) -> bool:
         """Bring the index to ``version`` of the table (or later); False when another
         process of this host is doing it (this one serves the last commit meanwhile)."""
-        if self._stamp() == version:
+        if self._stamp() == self._identity(version):
             return True
         with self._locked(wait=False) as held:
             if not held:
                 return False
-            if self._stamp() == version:
+            if self._stamp() == self._identity(version):
                 return True
             self._update()
         return True
+
+    def _identity(self, version: int) -> tuple[int, int]:
+        """A table version with its row count: a generation's table dropped and made
+        again restarts its versions, and the count tells a coincidence apart."""
+        rows = self.store.count(self.table) if version >= 0 else 0  # manifest metadata
+        return version, rows
 
     # ---- building -----------------------------------------------------------
 
@@ -77,13 +83,13 @@ class FulltextReplica:
         return self.store.table_exists(self.table)
 
     def _rebuild(self) -> None:
-        version = self._table_version()  # rows read next are of this version or later
-        rows = self._rows(None) if version >= 0 else iter(())
+        version = self._identity(self._table_version())  # rows read next: this or later
+        rows = self._rows(None) if version[0] >= 0 else iter(())
         FulltextIndex.rebuild(self.folder, rows, self.languages)
         self._write_stamp(version)
 
     def _update(self) -> None:
-        version = self._table_version()
+        version = self._identity(self._table_version())
         index = self.index or FulltextIndex(self.folder)
         lance = self._lance_hashes()
         held = index.row_hashes()
@@ -129,20 +135,23 @@ class FulltextReplica:
 
     # ---- the stamp and the lock -------------------------------------------------
 
-    def _stamp(self) -> int | None:
-        """The table version the index holds (None: no index built here yet)."""
+    def _stamp(self) -> tuple[int, int] | None:
+        """The table version (and row count) the index holds (None: no index built
+        here yet)."""
         try:
             data = json.loads((self.folder / _STAMP).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
         if not isinstance(data, dict) or data.get("table") != self.table:
             return None
-        return int(data.get("version", -1))
+        return int(data.get("version", -1)), int(data.get("rows", -1))
 
-    def _write_stamp(self, version: int) -> None:
+    def _write_stamp(self, identity: tuple[int, int]) -> None:
         target = self.folder / _STAMP
         temporary = target.with_name(f"{_STAMP}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps({"table": self.table, "version": version}), "utf-8")
+        version, rows = identity
+        payload = {"table": self.table, "version": version, "rows": rows}
+        temporary.write_text(json.dumps(payload), "utf-8")
         temporary.replace(target)
 
     @contextmanager
