@@ -179,9 +179,19 @@ def test_a_write_reaches_a_running_search_host_within_seconds(
                 time.sleep(0.2)
         assert [h["path"] for h in hits] == ["calendar.md"], "the write never became visible"
         logging.getLogger(__name__).info("visible after %.1f s", time.monotonic() - written)
-    finally:
+        # Undone: the host's own full-text index drops the chunk again.
         note.write_text(original, encoding="utf-8")
         build_index(remote.config_path)  # type: ignore[arg-type]
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and hits:
+            hits = ask(NEW_WORD)
+            if hits:
+                time.sleep(0.2)
+        assert hits == [], "the removed chunk is still served"
+    finally:
+        if note.read_text(encoding="utf-8") != original:
+            note.write_text(original, encoding="utf-8")
+            build_index(remote.config_path)  # type: ignore[arg-type]
         host.stdin.close()
         host.wait(timeout=30)
 
