@@ -197,6 +197,19 @@ def test_a_write_reaches_a_running_search_host_within_seconds(
 
 
 @pytest.mark.shared_data
+def test_status_on_a_search_host_reads_the_shared_tables(
+    remote: RaglineConfig, tmp_path: Path
+) -> None:
+    from rag_serving.status import index_status
+
+    status = index_status(parse_config_file(_search_host_config(remote, tmp_path)), False)
+    hub = {s.name: s for s in status.sources}["hub"]
+    assert hub.documents == len(NOTES) and hub.chunks > 0 and hub.last_indexed_at
+    assert status.embedder is not None
+    assert not (tmp_path / "data" / "lancedb").exists()
+
+
+@pytest.mark.shared_data
 def test_racing_manifest_writers_exactly_one_wins(
     remote: RaglineConfig, moto_server: S3Server
 ) -> None:
