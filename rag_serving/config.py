@@ -713,7 +713,7 @@ class RaglineConfig(_Strict):
         value = value.strip()
         problem = index_uri_problem(value) if value else "it is empty; leave it out for the default"
         if problem:
-            raise ValueError(f"index_uri {value!r}: {problem}")
+            raise ValueError(f"{value!r}: {problem}")
         return value
 
     @property
