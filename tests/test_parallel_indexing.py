@@ -44,23 +44,28 @@ QUERIES = ["daily notes template", "plugin settings", "graph view links", "markd
 pytestmark = pytest.mark.timeout(900)
 
 
+def _slice(folder: Path, target: Path, budget: int) -> Path:
+    """The first notes of ``folder`` (sorted), up to ``budget`` bytes, copied to ``target``."""
+    size = 0
+    for note in sorted(folder.rglob("*.md")):
+        if size > budget:
+            break
+        copy = target / note.relative_to(folder)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(note, copy)
+        size += note.stat().st_size
+    return target
+
+
 @pytest.fixture(scope="module")
 def vaults(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Two real vaults of a similar size (~300 kB of notes each)."""
+    """Two real vaults of a similar size (~150 kB of notes each: a few hundred chunks,
+    several seconds of embedding each on two cores)."""
     root = tmp_path_factory.mktemp("vaults")
-    guides = root / "guides"
-    shutil.copytree(HUB / "04 - Guides, Workflows, & Courses", guides)
-    community = root / "community"
-    community.mkdir()
-    size = 0
-    for note in sorted((HUB / "01 - Community").rglob("*.md")):
-        if size > 300_000:
-            break
-        target = community / note.relative_to(HUB / "01 - Community")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(note, target)
-        size += note.stat().st_size
-    return {"guides": guides, "community": community}
+    return {
+        "guides": _slice(HUB / "04 - Guides, Workflows, & Courses", root / "guides", 150_000),
+        "community": _slice(HUB / "01 - Community", root / "community", 150_000),
+    }
 
 
 def _config(directory: Path, vaults: dict[str, Path], dagster: str = "", top: str = "") -> Path:
@@ -253,12 +258,9 @@ def test_celery_workers_survive_a_killed_worker_and_converge(
     assert config.index_uri == index_uri
     workers = [_start_worker(config_path, services, f"w{i}@test") for i in (1, 2)]
     try:
-        os.environ.update(services)
-        try:
-            instance = open_instance(config.data_dir, dagster=config.dagster)
-        finally:
-            for key in services:
-                os.environ.pop(key, None)
+        for name, value in services.items():
+            monkeypatch.setenv(name, value)
+        instance = open_instance(config.data_dir, dagster=config.dagster)
 
         # `guides` alone; its embedding step's worker is killed as soon as it starts.
         run = _ragline(config_path, "index", "guides", "--progress", "plain", env=services)
