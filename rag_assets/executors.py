@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from dagster import ExecutorDefinition, in_process_executor, multiprocess_executor
@@ -45,10 +46,8 @@ def executor_for(dagster: DagsterConfig) -> ExecutorDefinition:
     if dagster.executor == "multiprocess":
         return multiprocess_executor
     if dagster.executor == "celery":
-        from dagster_celery import celery_executor
-
         env = dagster.celery_broker_url_env
-        return celery_executor.configured(
+        return watched_celery_executor().configured(
             {
                 "broker": {"env": env},
                 "backend": {"env": env},
@@ -57,6 +56,64 @@ def executor_for(dagster: DagsterConfig) -> ExecutorDefinition:
             name="celery",
         )
     return in_process_executor
+
+
+def watched_celery_executor() -> ExecutorDefinition:
+    """dagster-celery's executor, with the run's steps watched (``WatchedCelery``)."""
+    from dagster import executor
+    from dagster._core.definitions.executor_definition import (
+        multiple_process_executor_requirements,
+    )
+    from dagster._core.execution.retries import RetryMode
+    from dagster_celery.executor import CELERY_CONFIG
+
+    @executor(
+        name="celery",
+        config_schema=CELERY_CONFIG,
+        requirements=multiple_process_executor_requirements(),
+    )
+    def _celery(init_context: Any) -> Any:
+        config = init_context.executor_config
+        return _watched_class()(
+            retries=RetryMode.from_config(config["retries"]),
+            broker=config.get("broker"),
+            backend=config.get("backend"),
+            config_source=config.get("config_source"),
+            include=config.get("include"),
+        )
+
+    return _celery
+
+
+def _watched_class() -> type:
+    from dagster._core.errors import DagsterSubprocessError
+    from dagster_celery.executor import CeleryExecutor
+
+    from rag_assets.recovery import StepWatch
+
+    class WatchedCelery(CeleryExecutor):
+        """Sends steps to Celery workers like dagster-celery, and watches the worker
+        recorded on the run: a worker killed mid-step never answers and the executor
+        would wait for it forever; once it is dead, the step's task is failed in the
+        result backend and the run ends with the reason."""
+
+        def execute(self, plan_context: Any, execution_plan: Any) -> Any:
+            # dagster-celery registers its task anew for each step it sends: Celery
+            # 5.7 warns each time that the same name is taken (harmless).
+            from celery.exceptions import DuplicateTaskNameWarning
+
+            warnings.simplefilter("ignore", DuplicateTaskNameWarning)
+            steps = PublishedSteps(self.app_args())
+            watch = StepWatch(plan_context.instance, plan_context.run_id, steps.fail_unfinished)
+            with steps, watch:
+                try:
+                    yield from super().execute(plan_context, execution_plan)
+                except DagsterSubprocessError:
+                    if steps.lost is not None:
+                        raise WorkerLost(steps.lost) from None
+                    raise
+
+    return WatchedCelery
 
 
 def celery_app(dagster: DagsterConfig) -> Any:
@@ -80,8 +137,10 @@ class PublishedSteps:
     then sees the step fail and ends the run, instead of waiting for an answer that
     never comes (a task taken by a worker is gone from the queue)."""
 
-    def __init__(self, dagster: DagsterConfig):
-        self.app = celery_app(dagster)
+    def __init__(self, app_args: dict[str, Any]):
+        from dagster_celery.make_app import make_app
+
+        self.app = make_app(app_args)
         self.task_ids: list[str] = []
         self.lost: str | None = None  # why a step was failed here
 

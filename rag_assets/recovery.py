@@ -168,19 +168,20 @@ def _silent_since(tags: dict[str, str], now: datetime) -> float | None:
 
 class StepWatch:
     """Watches a run this process orchestrates while its steps run elsewhere (Celery
-    workers): a worker killed mid-step never answers, and the executor would wait for
-    it forever. Every ``interval`` seconds it looks at the process recorded as running
-    the run's step; once that one is dead (``dead_reason``), it calls ``on_dead`` with
-    the reason (which fails the step's task, so the run ends as failed)."""
+    workers): every ``interval`` seconds it looks at the process recorded as running
+    the run's step; once that one is dead (``dead_reason``), it calls ``on_dead``
+    with the reason (which fails the step's task, so the run ends as failed)."""
 
     def __init__(
         self,
         instance: DagsterInstance,
-        tag: tuple[str, str],
+        run_id: str,
         on_dead: Callable[[str], None],
         interval: float = 5.0,
     ):
-        self.instance, self.tag, self.on_dead, self.interval = instance, tag, on_dead, interval
+        self.instance, self.run_id, self.on_dead, self.interval = (
+            instance, run_id, on_dead, interval
+        )  # fmt: skip
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="ragline-step-watch", daemon=True)
 
@@ -195,12 +196,12 @@ class StepWatch:
     def _watch(self) -> None:
         while not self._done.wait(self.interval):
             try:
-                runs = self.instance.get_runs(filters=RunsFilter(tags=dict([self.tag])), limit=1)
+                run = self.instance.get_run_by_id(self.run_id)
             except Exception:  # the database away for a moment: look again next time
                 continue
-            if not runs or runs[0].status not in IN_FLIGHT:
+            if run is None or run.status not in IN_FLIGHT:
                 continue
-            reason = dead_reason(dict(runs[0].tags), socket.gethostname(), datetime.now(UTC))
+            reason = dead_reason(dict(run.tags), socket.gethostname(), datetime.now(UTC))
             if reason is not None:
                 self.on_dead(reason)
 

@@ -41,16 +41,17 @@ class IndexStoreResource(ConfigurableResource):
 
 def commit_lock(config: RaglineConfig) -> CommitLock:
     """The index's commit lock: in the Postgres database the Dagster instance is in
-    when it is shared by hosts, else a lock file of the data dir."""
+    when it is shared by hosts (keyed by the index's location), else a lock file of
+    the data dir."""
     url = config.dagster.storage_url()
     if url is not None:
-        return PostgresCommitLock(url, _POSTGRES_LOCK_NAME)
+        return PostgresCommitLock(url, config.index_uri or _POSTGRES_LOCK_NAME)
     return local_commit_lock(config.data_dir)
 
 
 def writer_store(config: RaglineConfig) -> IndexStore:
     """The index, opened to write: every commit holds the index's commit lock."""
-    return IndexStore(config.data_dir, commit_lock=commit_lock(config))
+    return IndexStore.of(config, commit_lock=commit_lock(config))
 
 
 class EmbedderResource(ConfigurableResource):

@@ -22,7 +22,7 @@ import typing
 from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from pydantic import (
@@ -35,6 +35,7 @@ from pydantic import (
 )
 
 from rag_serving.errors import ConfigError
+from rag_serving.index.location import is_remote as is_remote_uri
 from rag_serving.limits import Limits
 
 CONFIG_ENV = "RAGLINE_CONFIG"
@@ -397,6 +398,9 @@ KEYWORD_LANGUAGES = {
 class FileSourceConfig(_Strict):
     """What every kind that reads a folder of files shares (the shared walker's rules)."""
 
+    # Whether the kind's state folder holds what the source itself no longer does (a
+    # feed's past entries): beside a remote index then, shared by every writer host.
+    shared_state: ClassVar[bool] = False
     name: str
     path: Path
     include: list[str] = ["**/*"]
@@ -619,6 +623,7 @@ class FeedsSourceConfig(FileSourceConfig):
     HTTP with conditional requests on each feed's poll schedule. Entries that fall
     out of a feed stay indexed: a feed is a window, not the archive."""
 
+    shared_state: ClassVar[bool] = True  # the archive of fetched entries
     kind: Literal["feeds"]
     path: Path | None = None  # not used: feeds have URLs (a local feed file may be one)
     urls: list[str | FeedUrl] = []
@@ -712,6 +717,11 @@ class RaglineConfig(_Strict):
     """The whole configuration file."""
 
     data_dir: Path = Path(".ragline")
+    # Where the LanceDB tables live (None: <data_dir>/lancedb): a folder, s3://bucket/prefix
+    # or s3+ddb://bucket/prefix?ddbTableName=TABLE; Tantivy, models, Dagster stay local.
+    index_uri: str | None = None
+    # On an s3:// store that ignores conditional writes: write anyway (one writer only).
+    allow_unsafe_concurrent_writes: bool = False
     embedder: EmbedderConfig = SentenceTransformersConfig()
     chunking: ChunkingConfig = ChunkingConfig()
     search: SearchConfig = SearchConfig()
@@ -731,6 +741,26 @@ class RaglineConfig(_Strict):
                 raise ValueError(f"source name {source.name!r} is used twice")
             seen.add(source.name)
         return sources
+
+    @field_validator("index_uri")
+    @classmethod
+    def _index_uri(cls, value: str | None) -> str | None:
+        from rag_serving.index.location import index_uri_problem
+
+        if value is None:
+            return None
+        value = value.strip()
+        problem = index_uri_problem(value) if value else "it is empty; leave it out for the default"
+        if problem:
+            raise ValueError(f"{value!r}: {problem}")
+        return value
+
+    @property
+    def remote_index(self) -> bool:
+        """Whether the LanceDB tables live on object storage (``index_uri``)."""
+        from rag_serving.index.location import is_remote
+
+        return is_remote(self.index_uri)
 
     @model_validator(mode="before")
     @classmethod
@@ -1044,9 +1074,13 @@ def _resolve_paths(config: RaglineConfig, path: Path) -> RaglineConfig:
         if embedder.model.startswith(("~", ".")) or model.is_absolute() or (base / model).is_dir():
             resolved = str(_absolute(model, base))
             embedder = embedder.model_copy(update={"model": resolved})
+    index_uri = config.index_uri
+    if index_uri and not is_remote_uri(index_uri):  # a folder, relative to the file
+        index_uri = str(_absolute(Path(index_uri).expanduser(), base))
     return config.model_copy(
         update={
             "data_dir": _absolute(data_dir, base),
+            "index_uri": index_uri,
             "embedder": embedder,
             "search": _resolve_rerank_model(config.search, base),
             "sources": sources,

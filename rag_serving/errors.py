@@ -37,6 +37,15 @@ class EmbedderMismatchError(RaglineError):
     """The configured embedder differs from the one the index was built with."""
 
 
+class ObjectStoreError(RaglineError):
+    """The object store that holds the index (``index_uri``) cannot be used: it cannot
+    be reached, or it ignores the conditional writes that keep concurrent writers safe."""
+
+
+class ManifestConflictError(RaglineError):
+    """Another writer replaced the index manifest since it was read (object storage)."""
+
+
 class EmbedderError(RaglineError):
     """An embedder could not be loaded or could not embed text."""
 

@@ -184,9 +184,10 @@ def index_status(config: RaglineConfig, check_pending: bool = True) -> IndexStat
     With ``check_pending`` each configured source's folder is listed (stat only) and
     compared with what the index last saw.
     """
-    layout = IndexLayout(config.data_dir)
+    layout = IndexLayout(config.data_dir, config.index_uri)
     manifest = read_manifest(layout.manifest_path, missing_ok=True)
-    store = IndexStore(config.data_dir) if layout.lancedb_dir.is_dir() else None
+    opened = layout.remote or Path(layout.lancedb_uri).is_dir()
+    store = IndexStore.of(config, read_only=True) if opened else None
     states = {r["source"]: r for r in store.read("source_state").to_pylist()} if store else {}
     failures = {r["source"]: r for r in store.read("run_failures").to_pylist()} if store else {}
     configured = {s.name: s for s in config.sources}
@@ -206,7 +207,7 @@ def index_status(config: RaglineConfig, check_pending: bool = True) -> IndexStat
                 for r in sorted(rows, key=lambda r: (r["severity"], r["path"]))
             ]
         if check_pending and source_config is not None:
-            state_dir = layout.source_state_dir(name)
+            state_dir = layout.source_state_dir(name, source_config.shared_state)
             pending, pending_error = _pending(
                 store, source_config, scope, state.get("last_indexed_at"), table,
                 state_dir if state_dir.is_dir() else None,

@@ -69,6 +69,11 @@ def _check_paths_for(command: str | None, config: RaglineConfig) -> None:
         for line in missing:
             click.secho("warning: ", fg="yellow", bold=True, err=True, nl=False)
             click.echo(line, err=True)
+    elif command == "worker":
+        # A worker writes the index; the sources it reads are checked by each run.
+        lines = data_dir_problems(config)
+        if lines:
+            raise ConfigError("\n".join(lines))
     elif command == "mcp":
         # The server only reads the index (reindex runs go through Dagster, which
         # reports its own problems): a data_dir that is a file is the one mistake.

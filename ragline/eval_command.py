@@ -230,7 +230,7 @@ def _fulltext_outdated(config: RaglineConfig) -> bool:
     from rag_serving.index.layout import IndexLayout
     from rag_serving.index.manifest import read_manifest
 
-    layout = IndexLayout(config.data_dir)
+    layout = IndexLayout(config.data_dir, config.index_uri)
     active = read_manifest(layout.manifest_path, missing_ok=True, upgrading=True).active
     return active is not None and is_outdated(layout.fulltext_dir(active.key))
 

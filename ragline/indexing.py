@@ -8,7 +8,6 @@ import multiprocessing
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -148,44 +147,24 @@ class InProcessIndexer:
                 run_config=QUIET_LOGGERS,
                 raise_on_error=False,
             )
-            return _outcome(name, result, time.perf_counter() - started, deferred)
-        result, lost = self._execute_elsewhere(name, tags)
-        outcome = _outcome(name, result, time.perf_counter() - started, deferred)
-        if lost is not None and not outcome.success:
-            outcome.error = lost
-        return outcome
+        else:
+            result = self._execute_elsewhere(name, tags)
+        return _outcome(name, result, time.perf_counter() - started, deferred)
 
-    def _execute_elsewhere(self, name: str, tags: dict[str, str]) -> tuple[Any, str | None]:
-        """Orchestrate the run here, its steps on the configured executor. On Celery, a
-        step whose worker died is failed (the run ends) instead of waited for; returns
-        the result and, then, why."""
-        from contextlib import ExitStack
-
+    def _execute_elsewhere(self, name: str, tags: dict[str, str]) -> Any:
+        """Orchestrate the run here, its steps on the configured executor (the run's
+        process is recorded: its death ends the run too)."""
         from dagster import execute_job
 
-        from rag_assets.recovery import StepWatch, orchestrator_tags
+        from rag_assets.recovery import orchestrator_tags
 
-        request = ("ragline/request", uuid.uuid4().hex)
-        steps = None
-        with ExitStack() as stack:
-            if self.config.dagster.executor == "celery":
-                from rag_assets.executors import PublishedSteps
-
-                steps = stack.enter_context(PublishedSteps(self.config.dagster))
-                stack.enter_context(StepWatch(self.instance, request, steps.fail_unfinished))
-            result = execute_job(
-                self.recon_job,
-                instance=self.instance,
-                run_config=QUIET_LOGGERS,
-                tags={
-                    **tags,
-                    **orchestrator_tags(),
-                    "dagster/partition": name,
-                    request[0]: request[1],
-                },
-                raise_on_error=False,
-            )
-        return result, steps.lost if steps is not None else None
+        return execute_job(
+            self.recon_job,
+            instance=self.instance,
+            run_config=QUIET_LOGGERS,
+            tags={**tags, **orchestrator_tags(), "dagster/partition": name},
+            raise_on_error=False,
+        )
 
     def maintain(self) -> MaintenanceOutcome:
         """One run of the maintenance job (compaction, old versions, Tantivy merge)."""

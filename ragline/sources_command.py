@@ -16,7 +16,7 @@ def list_sources(config: RaglineConfig, as_json: bool) -> None:
     from rag_assets.stages.prune import indexed_sources
     from rag_serving.index.store import IndexStore
 
-    indexed = indexed_sources(IndexStore(config.data_dir))
+    indexed = indexed_sources(IndexStore.of(config, read_only=True))
     rows = [
         {"name": s.name, "kind": s.kind, "path": str(s.path or ""), "configured": True,
          "indexed": s.name in indexed}
@@ -46,7 +46,7 @@ def prune(config: RaglineConfig, yes: bool) -> int:
     from rag_assets.stages.prune import indexed_sources, prune_source
     from rag_serving.index.store import IndexStore
 
-    store = IndexStore(config.data_dir)
+    store = IndexStore.of(config)
     configured = {s.name for s in config.sources}
     from rag_assets.partitions import SOURCES_PARTITIONS_NAME
 

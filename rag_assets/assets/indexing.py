@@ -187,7 +187,7 @@ def raw_files(
             upgraded = upgrade_index(store, {s.name: s.language for s in config.sources})
         if upgraded:
             context.log.info(f"index upgraded in place: {upgraded}")
-        kind = source_kind(source, config.data_dir)
+        kind = source_kind(source, config.data_dir, config.index_uri)
         # Asked for by a person (CLI, UI, MCP) or a full rebuild: a kind that polls on a
         # schedule (feeds) checks everything now, not only what is due.
         launcher = context.run.tags.get(LAUNCHED_BY_TAG)
@@ -220,7 +220,7 @@ def parsed_documents(
     _start_step(context)
     with readable_failure(source.name, "parsed_documents"):
         store = index_store.store()
-        kind = source_kind(source, config.data_dir)
+        kind = source_kind(source, config.data_dir, config.index_uri)
         report_start(source.name, "parse")
         result = parse_source(
             store,
@@ -263,7 +263,7 @@ def chunks(
     source = _configured_source(context, config)
     _start_step(context)
     with readable_failure(source.name, "chunks"):
-        kind = source_kind(source, config.data_dir)
+        kind = source_kind(source, config.data_dir, config.index_uri)
         report_start(source.name, "chunk")
         result = chunk_source(
             index_store.store(), kind, config.chunking, embedder.embedder(),
@@ -325,7 +325,7 @@ def _embeddings(
         checks.vectors_have_recorded_dimension(store, generation, source.name, only),
     ]
     outcomes.append(checks.one_embedder_fingerprint(store, model.fingerprint))
-    kind = source_kind(source, config.data_dir)
+    kind = source_kind(source, config.data_dir, config.index_uri)
     return materialize_result(
         result, [_check_result(o) for o in outcomes],
         extra={**_source_metadata(source, kind), "embedder": model.fingerprint.describe()},
@@ -360,7 +360,7 @@ def fulltext_index(
         generation = target_generation(store, model)
         outcome = checks.tantivy_matches_lancedb(store, generation, source.name, only)
         standing = checks.standing_problems(store, source.name)
-        kind = source_kind(source, config.data_dir)
+        kind = source_kind(source, config.data_dir, config.index_uri)
         extra = {**_source_metadata(source, kind), "embedder": model.fingerprint.describe()}
         result.extra.pop("generation", None)
         if result.extra.pop("promoted_generation", None):

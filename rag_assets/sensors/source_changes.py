@@ -76,7 +76,7 @@ def build_source_changes_sensor(interval_s: int):
         previous: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
         partitions = set(context.instance.get_dynamic_partitions(SOURCES_PARTITIONS_NAME))
         extra = settings_fingerprint(config)
-        layout = IndexLayout(config.data_dir)
+        layout = IndexLayout(config.data_dir, config.index_uri)
         cursor: dict[str, str] = {}
         requests: list[RunRequest] = []
         notes: list[str] = []
@@ -101,7 +101,7 @@ def build_source_changes_sensor(interval_s: int):
                         )
                     )
             try:
-                signal = source_kind(source, config.data_dir).change_signal()
+                signal = source_kind(source, config.data_dir, config.index_uri).change_signal()
             except RaglineError as exc:
                 notes.append(f"{source.name}: {exc}")
                 if source.name in previous:

@@ -31,8 +31,15 @@ KINDS: dict[str, type[SourceKind]] = {
 __all__ = ["KINDS", "DocumentView", "ItemStat", "SourceKind", "source_kind"]
 
 
-def source_kind(config: FileSourceConfig, data_dir: Path | None = None) -> SourceKind:
+def source_kind(
+    config: FileSourceConfig, data_dir: Path | None = None, index_uri: str | None = None
+) -> SourceKind:
     """The kind implementation for a configured source; ``data_dir`` (the index's)
-    holds the kind's state folder (``IndexLayout.source_state_dir``)."""
-    state_dir = None if data_dir is None else IndexLayout(data_dir).source_state_dir(config.name)
+    holds the kind's state folder (``IndexLayout.source_state_dir``), or, for state
+    every host must share, the remote index at ``index_uri``."""
+    state_dir = (
+        None
+        if data_dir is None
+        else IndexLayout(data_dir, index_uri).source_state_dir(config.name, config.shared_state)
+    )
     return KINDS[config.kind](config, state_dir)  # type: ignore[attr-defined]

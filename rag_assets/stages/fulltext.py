@@ -16,7 +16,7 @@ from rag_serving.config import FileSourceConfig
 from rag_serving.embedders import Embedder
 from rag_serving.index import schema as schemas
 from rag_serving.index.fulltext import SCHEMA, FulltextIndex
-from rag_serving.index.manifest import read_manifest, write_manifest
+from rag_serving.index.manifest import IndexManifest, read_manifest, update_manifest
 from rag_serving.index.store import IndexStore, sql_in, sql_string
 
 FULLTEXT_COLUMNS = [
@@ -151,15 +151,18 @@ def _rows_to_add(store: IndexStore, table: str, scope: str, wanted: set[str]) ->
 def promote_if_complete(store: IndexStore, configured: Sequence[str]) -> bool:
     """Make the building generation active once every configured source is in it."""
     path = store.layout.manifest_path
-    manifest = read_manifest(path, missing_ok=True)
-    building = manifest.building
+    building = read_manifest(path, missing_ok=True).building
     if building is None:
         return False
     states = {r["source"]: r["generation"] for r in store.read("source_state").to_pylist()}
     if any(states.get(name) != building.key for name in configured):
         return False
-    write_manifest(path, manifest.promoted())
-    return True
+
+    def promote(manifest: IndexManifest) -> IndexManifest:
+        # Another writer may have switched in between: promote only what was checked.
+        return manifest.promoted() if manifest.building == building else manifest
+
+    return update_manifest(path, promote).active == building
 
 
 def record_source_state(

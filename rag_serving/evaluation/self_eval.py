@@ -270,11 +270,11 @@ class Corpus:
 
 def read_corpus(config: RaglineConfig, sources: Sequence[str]) -> Corpus:
     """The documents and live chunks of ``sources``."""
-    layout = IndexLayout(config.data_dir)
+    layout = IndexLayout(config.data_dir, config.index_uri)
     manifest = read_manifest(layout.manifest_path)
     if manifest.active is None:
         raise RaglineError(f"no index at {config.data_dir} yet; build it with `ragline index`")
-    store = IndexStore(config.data_dir)
+    store = IndexStore.of(config, read_only=True)
     where = sql_in("source", sources)
     documents = store.read(
         "documents",
@@ -947,7 +947,7 @@ class SelfEvalReport:
 
 def indexed_sources(config: RaglineConfig) -> list[str]:
     """Sources that have documents in the index."""
-    store = IndexStore(config.data_dir)
+    store = IndexStore.of(config, read_only=True)
     rows = store.read("documents", columns=["source"]).column("source").to_pylist()
     return sorted(set(rows))
 
@@ -963,7 +963,7 @@ def self_evaluate(
 ) -> SelfEvalReport:
     """Build or reuse the query set, run it in each mode, record and compare."""
     started = time.perf_counter()
-    layout = IndexLayout(Path(config.data_dir))
+    layout = IndexLayout(Path(config.data_dir), config.index_uri)
     read_manifest(layout.manifest_path)  # a clear error when nothing is indexed yet
     for mode in modes:
         if mode not in MODES:

@@ -217,6 +217,9 @@ def set_aside(state_dir: Path, spec: FeedSpec) -> Path:
 def save_state(state_dir: Path, state: FeedState) -> None:
     """Write a feed's state atomically (a crash leaves the old file or the new one)."""
     path = archive_path(state_dir, feed_id(state.url))
+    if not isinstance(path, Path):  # shared beside an index on object storage: one PUT
+        path.write_text(json.dumps(state.as_json(), ensure_ascii=False, separators=(",", ":")))
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
     try:

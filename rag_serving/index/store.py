@@ -8,13 +8,17 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from rag_serving.index import schema as schemas
 from rag_serving.index.commit_lock import CommitLock, local_commit_lock
 from rag_serving.index.layout import IndexLayout
+from rag_serving.index.location import check_conditional_writes, storage_options
+
+if TYPE_CHECKING:
+    from rag_serving.config import RaglineConfig
 
 _CONNECT_LOCK = threading.Lock()
 
@@ -31,32 +35,62 @@ def sql_in(column: str, values: Iterable[str]) -> str:
 
 
 class IndexStore:
-    """The LanceDB database under ``data_dir/lancedb``.
+    """The LanceDB database under ``data_dir/lancedb``, or at ``index_uri``.
 
     Readers pass ``read_consistency_interval`` so that a long-lived process (the
     MCP server) sees versions written by other processes. Every write holds
     ``commit_lock`` (see ``commit_lock.py``; by default a lock file of this data dir)
-    and starts from the table's latest version.
+    and starts from the table's latest version. A writer (not ``read_only``) of an
+    ``s3://`` index first checks that the store honours conditional writes
+    (rag_serving/index/location.py).
     """
 
     def __init__(
         self,
         data_dir: Path,
         read_consistency_s: float | None = None,
+        index_uri: str | None = None,
         *,
+        read_only: bool = False,
+        allow_unsafe_writes: bool = False,
         commit_lock: CommitLock | None = None,
     ):
         import lancedb
 
-        self.layout = IndexLayout(Path(data_dir))
+        self.layout = IndexLayout(Path(data_dir), index_uri)
         self.commit_lock = commit_lock or local_commit_lock(self.layout.data_dir)
-        self.layout.lancedb_dir.mkdir(parents=True, exist_ok=True)
+        if self.layout.remote:
+            assert index_uri is not None
+            if not read_only:
+                check_conditional_writes(index_uri, allow_unsafe_writes)
+        else:
+            Path(self.layout.lancedb_uri).mkdir(parents=True, exist_ok=True)
         interval = None if read_consistency_s is None else timedelta(seconds=read_consistency_s)
         with _CONNECT_LOCK:
             self.db = lancedb.connect(
-                str(self.layout.lancedb_dir), read_consistency_interval=interval
+                self.layout.lancedb_uri,
+                read_consistency_interval=interval,
+                storage_options=storage_options(self.layout.lancedb_uri) or None,
             )
         self._tables: dict[str, Any] = {}
+
+    @classmethod
+    def of(
+        cls,
+        config: RaglineConfig,
+        read_consistency_s: float | None = None,
+        read_only: bool = False,
+        commit_lock: CommitLock | None = None,
+    ) -> IndexStore:
+        """The index of ``config`` (its ``data_dir`` and ``index_uri``)."""
+        return cls(
+            config.data_dir,
+            read_consistency_s,
+            config.index_uri,
+            read_only=read_only,
+            allow_unsafe_writes=config.allow_unsafe_concurrent_writes,
+            commit_lock=commit_lock,
+        )
 
     @contextmanager
     def writing(self, *tables: str) -> Iterator[None]:

@@ -23,8 +23,13 @@ from rag_serving.embedders import Embedder, create_embedder
 from rag_serving.embedders.base import EmbedderFingerprint
 from rag_serving.errors import EmbedderMismatchError, FilterError, IndexNotBuiltError
 from rag_serving.index.fulltext import Bm25Hit, FulltextIndex
-from rag_serving.index.layout import IndexLayout
-from rag_serving.index.manifest import Generation, IndexManifest, read_manifest
+from rag_serving.index.layout import IndexLayout, RemoteManifest
+from rag_serving.index.manifest import (
+    Generation,
+    IndexManifest,
+    manifest_version,
+    read_manifest,
+)
 from rag_serving.index.store import IndexStore, sql_in, sql_string
 from rag_serving.search.feedback import FeedbackSettings, rescored_list
 from rag_serving.search.filters import (
@@ -42,6 +47,7 @@ from rag_serving.search.fusion import (
     single_list,
     zscore_fusion,
 )
+from rag_serving.search.replica import FulltextReplica
 from rag_serving.search.rerank import Reranker, create_reranker
 from rag_serving.search.rows import RowLocator
 from rag_serving.search.vectors import InMemoryVectors
@@ -176,12 +182,14 @@ class SearchEngine:
     A long-lived engine sees what other processes write: LanceDB is opened with a
     read-consistency interval, Tantivy is reloaded per query, and a switch to a
     newly built generation (after an embedder change) is picked up from
-    ``index.json`` without a restart.
+    ``index.json`` without a restart. With the tables on object storage
+    (``index_uri``) the engine keeps this host's own Tantivy index, built from the
+    chunks table and caught up with its new versions (rag_serving/search/replica.py).
     """
 
     def __init__(self, config: RaglineConfig, read_consistency_s: float | None = 1.0):
         self.config = config
-        self.layout = IndexLayout(config.data_dir)
+        self.layout = IndexLayout(config.data_dir, config.index_uri)
         self._lock = threading.RLock()
         self._vocabulary: tuple[int, IndexVocabulary] | None = None
         self._manifest_stamp: int | None = None
@@ -195,36 +203,67 @@ class SearchEngine:
         self._locator = RowLocator(_HIT_COLUMNS)
         self._tables: dict[str, tuple[int, dict[str, dict]]] = {}
         self._reranker: Reranker | None = None
-        self._open_manifest()
-        self.store = IndexStore(config.data_dir, read_consistency_s=read_consistency_s)
         # Table versions as last asked (~6 ms a question on a loaded machine): asked again
         # once read_consistency_s has passed, when LanceDB itself would look again.
         self._consistency_s = read_consistency_s
         self._versions: dict[str, tuple[int, float]] = {}
         self._fulltext_seen: tuple[FulltextIndex, float] | None = None  # and when
+        self._replica: FulltextReplica | None = None
+        self._manifest_checked = 0.0  # when the remote manifest's version was last asked
+        if self.layout.remote:  # the manifest is a table: the store first
+            self.store = IndexStore.of(config, read_consistency_s, read_only=True)
+        self._open_manifest()
+        if not self.layout.remote:
+            self.store = IndexStore.of(config, read_consistency_s, read_only=True)
 
     def _open_manifest(self) -> None:
+        stamp = self._manifest_version()
         manifest = read_manifest(self.layout.manifest_path)
         if manifest.active is None:
-            raise IndexNotBuiltError(
-                f"no index at {self.config.data_dir} yet; build it with `ragline index`"
-            )
+            where = self.config.index_uri if self.layout.remote else self.config.data_dir
+            raise IndexNotBuiltError(f"no index at {where} yet; build it with `ragline index`")
         self._check_embedder(manifest)
         if self.generation is None or manifest.active.key != self.generation.key:
             self.generation = manifest.active
-            self.fulltext = FulltextIndex(self.layout.fulltext_dir(manifest.active.key))
+            self.fulltext = self._open_fulltext(manifest.active)
             self._embedder = None
         self.manifest = manifest
-        self._manifest_stamp = self.layout.manifest_path.stat().st_mtime_ns
+        self._manifest_stamp = stamp
+        self._manifest_checked = time.monotonic()
+
+    def _open_fulltext(self, generation: Generation) -> FulltextIndex:
+        """The generation's Tantivy index: the writers' own on a local index, this
+        host's replica of the chunks table on a remote one."""
+        if not self.layout.remote:
+            return FulltextIndex(self.layout.fulltext_dir(generation.key))
+        languages = {s.name: s.language for s in self.config.sources}
+        folder = self.layout.search_fulltext_dir(generation.key)
+        self._replica = FulltextReplica(self.store, folder, generation.table, languages)
+        return self._replica.open()
+
+    def _manifest_version(self) -> int | None:
+        """A stamp that changes whenever the manifest does (None: there is none)."""
+        path = self.layout.manifest_path
+        try:
+            if isinstance(path, RemoteManifest):
+                return manifest_version(path)
+            return path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return None
 
     def refresh(self) -> None:
-        """Pick up a new active generation written by another process."""
+        """Pick up a new active generation written by another process (on object
+        storage, asked at most once per read consistency interval)."""
         with self._lock:
-            try:
-                stamp = self.layout.manifest_path.stat().st_mtime_ns
-            except FileNotFoundError:
-                return
-            if stamp != self._manifest_stamp:
+            if self.layout.remote:
+                now = time.monotonic()
+                if self._consistency_s is None or now - self._manifest_checked < (
+                    self._consistency_s
+                ):
+                    return
+                self._manifest_checked = now
+            stamp = self._manifest_version()
+            if stamp is not None and stamp != self._manifest_stamp:
                 self._open_manifest()
 
     def _check_embedder(self, manifest: IndexManifest) -> None:
@@ -276,6 +315,8 @@ class SearchEngine:
         )
         if seen is not None and seen[0] is self.fulltext and recent:
             return
+        if self._replica is not None and self.generation is not None:
+            self._replica.catch_up(self._version(self.generation.table))
         self.fulltext.reload()
         self._fulltext_seen = (self.fulltext, now)
 
@@ -294,6 +335,10 @@ class SearchEngine:
                 assert self.generation is not None
                 config = embedder_config_for(self.generation.fingerprint, self.config.embedder)
                 self._embedder = create_embedder(config, self.config.data_dir)
+                if self.layout.remote:
+                    # A search host that never indexes would embed every query with
+                    # PyTorch: make its ONNX query encoder once, as indexing does.
+                    self._embedder.prepare_query_path()
             return self._embedder
 
     # ---- vocabulary for filter validation ----------------------------------
