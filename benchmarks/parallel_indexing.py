@@ -140,6 +140,8 @@ def workers(config_path: Path, env: dict[str, str], count: int) -> Iterator[None
                 f"bench{i}@host",
                 "--loglevel",
                 "WARNING",
+                "--threads",
+                str(max(1, (os.cpu_count() or 1) // count)),
             ],
             cwd=REPO,
             env={**clean, **env},
@@ -196,9 +198,10 @@ def main() -> None:
             f"Two Obsidian Hub folders (guides: 79 notes; community: ~300 kB of notes), "
             f"{chunks} chunks, indexed from empty by `ragline index` in a fresh process; "
             f"best of {args.repeat}, the same run. *2 runs*: `max_concurrent_runs = 2`, "
-            "a process per source's run, commits through the commit lock. *celery*: "
+            "a process per source's run, each given cores/2 threads, commits through the "
+            "commit lock. *celery*: "
             "Postgres instance, Redis broker, `max_concurrent_runs = 2`, N `ragline worker` "
-            "processes warmed by one run first (model loaded). Speed-up against "
+            "processes warmed by one run first (model loaded), each with `--threads` = cores/N. Speed-up against "
             "in-process; on 2 cores expect at most 2×.",
             "",
             "| variant | wall | chunks/s | speed-up |",

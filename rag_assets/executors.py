@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any
 
@@ -32,6 +33,20 @@ CELERY_SETTINGS: dict[str, Any] = {
     "broker_connection_retry_on_startup": True,
     "result_expires": 24 * 3600,
 }
+
+
+def share_cores(processes: int, threads: int | None = None) -> int:
+    """Give this process's embedder ``threads`` threads, by default its share of the
+    host's cores when ``processes`` index on it at once: PyTorch takes every core in
+    every process, and two processes on two cores then ran 10 % slower than one
+    (benchmarks.md, parallel_indexing). Returns the number set."""
+    count = threads or max(1, (os.cpu_count() or 1) // max(1, processes))
+    try:
+        import torch
+    except ImportError:  # an embedder without PyTorch: nothing to share
+        return count
+    torch.set_num_threads(count)
+    return count
 
 
 def celery_app_args(dagster: DagsterConfig) -> dict[str, Any]:

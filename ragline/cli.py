@@ -361,13 +361,18 @@ def ui(ctx: Context, host: str, port: int) -> None:
     default="INFO",
     show_default=True,
 )
+@click.option(
+    "--threads",
+    type=click.IntRange(1, 256),
+    help="Threads for embedding (default: every core; with N workers on a host, cores/N).",
+)
 @pass_context
 @handle_errors
-def worker(ctx: Context, name: str | None, loglevel: str) -> None:
+def worker(ctx: Context, name: str | None, loglevel: str, threads: int | None) -> None:
     """Run one Celery worker for indexing steps ([dagster] executor = "celery")."""
     from ragline.worker_command import run_worker
 
-    run_worker(ctx.config, name, loglevel.upper())
+    run_worker(ctx.config, name, loglevel.upper(), threads)
 
 
 def _register_groups() -> None:

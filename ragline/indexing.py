@@ -276,7 +276,7 @@ def _each(
             workers,
             mp_context=context,
             initializer=_start_child,
-            initargs=(str(config.config_path), events),
+            initargs=(str(config.config_path), events, workers),
         ) as pool:
             futures = [pool.submit(_child_run, name, tags, deferred) for name in names]
             for future in futures:
@@ -296,12 +296,15 @@ def _relay(events: Any, progress: Any) -> None:
 _CHILD_INDEXER: InProcessIndexer | None = None
 
 
-def _start_child(config_path: str, events: Any) -> None:
-    """Set up a run process: the config, the indexer, progress sent to the parent."""
+def _start_child(config_path: str, events: Any, processes: int) -> None:
+    """Set up a run process: its share of the cores, the config, the indexer,
+    progress sent to the parent."""
     global _CHILD_INDEXER
     from rag_assets import progress
+    from rag_assets.executors import share_cores
     from rag_serving.config import load_config
 
+    share_cores(processes)
     config = load_config(config_path)
     _CHILD_INDEXER = InProcessIndexer(config, launched_by="cli")
     progress.set_reporter(lambda *args: events.put(("progress", args)))

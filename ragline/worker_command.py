@@ -9,7 +9,9 @@ from rag_serving.config import RaglineConfig
 from rag_serving.errors import ConfigError
 
 
-def run_worker(config: RaglineConfig, name: str | None, loglevel: str) -> None:
+def run_worker(
+    config: RaglineConfig, name: str | None, loglevel: str, threads: int | None = None
+) -> None:
     """Serve the Celery queue the indexing runs send their steps to, until stopped.
 
     The worker runs each step in its own process (``-P solo``), one at a time, so
@@ -20,9 +22,11 @@ def run_worker(config: RaglineConfig, name: str | None, loglevel: str) -> None:
             f"{config.config_path}: `ragline worker` runs steps sent by the Celery "
             'executor; set [dagster] executor = "celery" (with storage = "postgres")'
         )
-    from rag_assets.executors import CELERY_QUEUE, celery_app
+    from rag_assets.executors import CELERY_QUEUE, celery_app, share_cores
     from rag_assets.instance import prepare_dagster_home
 
+    if threads is not None:
+        share_cores(1, threads)
     home = prepare_dagster_home(config.data_dir, config.dagster)  # exports the storage URL
     os.environ["DAGSTER_HOME"] = str(home)
     os.environ["RAGLINE_CONFIG"] = str(config.config_path)
