@@ -36,16 +36,14 @@ CELERY_SETTINGS: dict[str, Any] = {
 
 
 def share_cores(processes: int, threads: int | None = None) -> int:
-    """Give this process's embedder ``threads`` threads, by default its share of the
-    host's cores when ``processes`` index on it at once: PyTorch takes every core in
-    every process, and two processes on two cores then ran 10 % slower than one
-    (benchmarks.md, parallel_indexing). Returns the number set."""
+    """Give this process's embedder ``threads`` threads (PyTorch and ONNX Runtime),
+    by default its share of the host's cores when ``processes`` index on it at once:
+    each runtime takes every core in every process, so N processes would ask for N
+    times the cores there are. Returns the number set."""
+    from rag_serving.embedders.sentence_transformers import set_embedding_threads
+
     count = threads or max(1, (os.cpu_count() or 1) // max(1, processes))
-    try:
-        import torch
-    except ImportError:  # an embedder without PyTorch: nothing to share
-        return count
-    torch.set_num_threads(count)
+    set_embedding_threads(count)
     return count
 
 

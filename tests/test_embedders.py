@@ -165,3 +165,30 @@ def test_search_during_an_embedder_switch_uses_the_live_vectors(
     assert over_mcp.hits and over_mcp.notice == result.notice
     same = SearchEngine(sample_index).search("sourdough starter")
     assert same.notice is None and "notice" not in same.as_json()
+
+
+def test_a_process_sharing_its_host_embeds_on_its_share_of_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ragline index` with several run processes, or `ragline worker --threads`, gives
+    each process a share of the cores: PyTorch's and ONNX Runtime's pools both."""
+    import torch
+
+    from rag_assets.executors import share_cores
+    from rag_serving.embedders import sentence_transformers as module
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(module, "_DOCUMENT_THREADS", None)
+    try:
+        assert share_cores(processes=64) == 1  # more processes than cores: one each
+        assert torch.get_num_threads() == 1
+        folder = _tiny_mpnet_folder(tmp_path / "tiny-mpnet")
+        embedder = create_embedder(SentenceTransformersConfig(model=str(folder)), tmp_path / "d")
+        embedder.embed_documents(["Sync", "a second text"])
+        session = embedder._onnx_session()  # type: ignore[attr-defined]
+        assert session is not None
+        assert session.get_session_options().intra_op_num_threads == 1
+        assert share_cores(processes=1, threads=3) == 3
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
