@@ -290,7 +290,10 @@ def _relay(events: Any, progress: Any) -> None:
     """Hand the children's progress and problems to this process's listeners."""
     while (event := events.get()) is not None:
         kind, args = event
-        progress.report(*args) if kind == "progress" else progress.report_problems(*args)
+        if kind == "progress":
+            progress.report(*args)
+        else:
+            progress.report_problems(*args)
 
 
 _CHILD_INDEXER: InProcessIndexer | None = None

