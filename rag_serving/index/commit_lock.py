@@ -128,6 +128,25 @@ class PostgresCommitLock(_Reentrant):
         return f"Postgres advisory lock {self.key}"
 
 
+_SHARED: dict[tuple[str, ...], _Reentrant] = {}
+_SHARED_GUARD = threading.Lock()
+
+
 def local_commit_lock(data_dir: Path) -> FileCommitLock:
-    """The lock of an index written from one host."""
-    return FileCommitLock(Path(data_dir) / "commit.lock")
+    """The lock of an index written from one host: one object per data dir in a
+    process, so that two stores of one index in one thread nest instead of waiting
+    for each other."""
+    path = (Path(data_dir) / "commit.lock").resolve()
+    with _SHARED_GUARD:
+        lock = _SHARED.setdefault(("file", str(path)), FileCommitLock(path))
+    assert isinstance(lock, FileCommitLock)
+    return lock
+
+
+def postgres_commit_lock(url: str, name: str) -> PostgresCommitLock:
+    """The lock of an index written from several hosts, one object per database and
+    index in a process (see ``local_commit_lock``)."""
+    with _SHARED_GUARD:
+        lock = _SHARED.setdefault(("postgres", url, name), PostgresCommitLock(url, name))
+    assert isinstance(lock, PostgresCommitLock)
+    return lock

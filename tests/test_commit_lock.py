@@ -1,0 +1,58 @@
+"""The index's commit lock: one commit at a time across processes, and nested holds
+in one thread — two stores of one index included — never wait for themselves."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from rag_serving.index.commit_lock import local_commit_lock
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_two_holders_of_one_index_in_one_thread_nest(tmp_path: Path) -> None:
+    first, second = local_commit_lock(tmp_path), local_commit_lock(tmp_path / ".." / tmp_path.name)
+    assert first is second  # one lock per data dir in a process
+    done = threading.Event()
+
+    def nested() -> None:
+        with first, second, first:
+            done.set()
+
+    worker = threading.Thread(target=nested, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert done.is_set(), "a nested hold of the commit lock waited for itself"
+
+
+def test_another_process_waits_for_the_commit(tmp_path: Path) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", (
+            "import sys, time; from pathlib import Path;"
+            "from rag_serving.index.commit_lock import local_commit_lock;"
+            "lock = local_commit_lock(Path(sys.argv[1]));"
+            "lock.__enter__(); print('held', flush=True); time.sleep(1.5); lock.__exit__()"
+        ), str(tmp_path)],
+        cwd=REPO, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    started = time.monotonic()
+    with local_commit_lock(tmp_path):
+        waited = time.monotonic() - started
+    holder.wait(timeout=10)
+    assert waited > 1.0, f"took the lock after {waited:.2f} s while another process held it"
+    # and a thread of this process waits for this thread's hold likewise
+    lock, order = local_commit_lock(tmp_path), []
+    with lock:
+        other = threading.Thread(
+            target=lambda: (lock.__enter__(), order.append("other"), lock.__exit__())
+        )
+        other.start()
+        time.sleep(0.3)
+        order.append("mine")
+    other.join(timeout=10)
+    assert order == ["mine", "other"]
