@@ -26,6 +26,11 @@ CELERY_QUEUE = "dagster"  # the queue dagster-celery routes steps to
 CELERY_SETTINGS: dict[str, Any] = {
     # A worker takes one step at a time: a waiting step goes to the next free worker.
     "worker_prefetch_multiplier": 1,
+    # ...and reserves none while it runs one (Redis brokers; Celery 5.6+): with early
+    # acknowledgement the prefetch limit counts only unacknowledged messages, so a
+    # busy worker would otherwise hold the next step while another worker is idle
+    # (the parts of one source's embedding would run one after the other).
+    "worker_disable_prefetch": True,
     # Acknowledged when taken: a worker killed mid-step loses its step instead of
     # having it run again behind the back of a newer run (the run is reaped and the
     # next run repairs the index; see recovery.py).

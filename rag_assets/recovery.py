@@ -2,10 +2,10 @@
 
 A run killed mid-way never reports its end, so Dagster keeps it STARTED: the run
 queue would hold the writer pool for it, and every later run would wait forever.
-Each run records the process that executes it in one readable tag
-(``ragline/process``: pid, host and the process's start time, which tells a reused
-pid apart); ``reap_dead_runs`` marks runs whose process is gone as failed and frees
-their slots. The index itself needs no repair step: every stage is idempotent and
+Each step records the process that executes it in one readable tag
+(``ragline/step/<step>``: pid, host and the process's start time, which tells a
+reused pid apart; ``ragline/process`` names the latest); ``reap_dead_runs`` marks
+runs with a step whose process is gone as failed and frees their slots. The index itself needs no repair step: every stage is idempotent and
 the next run converges to the right content.
 
 A pid means nothing on another host. When the instance is shared (Postgres), each
@@ -16,11 +16,13 @@ by whichever host looks first, so a host that went down never holds the writer p
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import psutil
@@ -36,10 +38,17 @@ PID_STARTED_TAG = "ragline/pid_started"
 HOST_TAG = "ragline/host"
 _PROCESS = re.compile(r"^pid (\d+) on (.+) since (\S+ \S+) UTC$")
 HEARTBEAT_TAG = "ragline/heartbeat"
+# One per step: the process running it, then "done: <process>" when it ended (steps
+# of one run may run at once in several processes: Celery workers, multiprocess).
+STEP_TAG_PREFIX = "ragline/step/"
+# One per step running on a shared instance: its process's last heartbeat.
+BEAT_TAG_PREFIX = "ragline/beat/"
+_DONE = "done: "
 HEARTBEAT_S = 30.0
 # Ten missed heartbeats: longer than any pause of a busy host (and than clock skew).
 STALE_AFTER_S = 300.0
 IN_FLIGHT = (DagsterRunStatus.STARTED, DagsterRunStatus.STARTING)
+_log = logging.getLogger(__name__)
 
 
 def _started(pid: int) -> str:
@@ -48,11 +57,15 @@ def _started(pid: int) -> str:
     return created.strftime("%Y-%m-%d %H:%M:%S.") + f"{created.microsecond // 1000:03d}"
 
 
+def process_descriptor(pid: int) -> str:
+    """How a run's tags name a live process of this host, e.g.
+    ``pid 4242 on laptop since 2025-11-23 13:04:05.123 UTC``."""
+    return f"pid {pid} on {socket.gethostname()} since {_started(pid)} UTC"
+
+
 def process_tags() -> dict[str, str]:
-    """The tag identifying the current process (recorded on the run by its first step),
-    e.g. ``pid 4242 on laptop since 2025-11-23 13:04:05.123 UTC``."""
-    pid = os.getpid()
-    return {PROCESS_TAG: f"pid {pid} on {socket.gethostname()} since {_started(pid)} UTC"}
+    """The tag identifying the current process (recorded on the run by its steps)."""
+    return {PROCESS_TAG: process_descriptor(os.getpid())}
 
 
 def orchestrator_tags() -> dict[str, str]:
@@ -95,23 +108,29 @@ def _now() -> str:
 
 
 class Heartbeat:
-    """Records ``ragline/heartbeat`` on a run every ``interval`` seconds from a daemon
-    thread, while the run is going (started at its first step; ends with the run or
-    the process)."""
+    """Records ``ragline/heartbeat`` on a run, and ``ragline/beat/<step>`` for each step
+    this process runs, every ``interval`` seconds from a daemon thread while the run
+    is going (started at its first step here; ends with the run, or once this process
+    neither runs a step of it nor is the run's latest process)."""
 
     def __init__(self, instance: DagsterInstance, run_id: str, interval: float = HEARTBEAT_S):
         self.instance, self.run_id, self.interval = instance, run_id, interval
         self.process = process_tags()[PROCESS_TAG]
+        self.steps: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="ragline-heartbeat", daemon=True)
 
     def start(self) -> Heartbeat:
-        self.instance.add_run_tags(self.run_id, {HEARTBEAT_TAG: _now()})
+        self.instance.add_run_tags(self.run_id, self._tags())
         self._thread.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
+
+    def _tags(self) -> dict[str, str]:
+        now = _now()
+        return {HEARTBEAT_TAG: now, **{BEAT_TAG_PREFIX + step: now for step in set(self.steps)}}
 
     def _beat(self) -> None:
         try:
@@ -120,9 +139,9 @@ class Heartbeat:
                     run = self.instance.get_run_by_id(self.run_id)
                     if run is None or run.status not in IN_FLIGHT:
                         return
-                    if run.tags.get(PROCESS_TAG) != self.process:
-                        return  # another process (a worker) runs its steps now
-                    self.instance.add_run_tags(self.run_id, {HEARTBEAT_TAG: _now()})
+                    if not self.steps and run.tags.get(PROCESS_TAG) != self.process:
+                        return  # other processes (workers) run its steps now
+                    self.instance.add_run_tags(self.run_id, self._tags())
                 except Exception:  # the database away for a moment: try at the next beat
                     continue
         finally:
@@ -133,25 +152,33 @@ class Heartbeat:
 _BEATING: dict[str, Heartbeat] = {}
 
 
-def start_heartbeat(instance: DagsterInstance, run_id: str) -> None:
+def start_heartbeat(instance: DagsterInstance, run_id: str) -> Heartbeat | None:
     """Start the run's heartbeat in this process (once per run; shared instances only)."""
-    if run_id in _BEATING or not is_shared(instance):
-        return
-    _BEATING[run_id] = Heartbeat(instance, run_id).start()
+    if not is_shared(instance):
+        return None
+    if run_id not in _BEATING:
+        _BEATING[run_id] = Heartbeat(instance, run_id).start()
+    return _BEATING[run_id]
 
 
-def claim_run(instance: DagsterInstance, run_id: str) -> None:
-    """Record this process as the one executing the run's steps now, with its
-    heartbeat: on Dagster's multiprocess or Celery executor each step may run in
-    another process, and the one to watch is the one working."""
-    mine = process_tags()
-    run = instance.get_run_by_id(run_id)
-    if run is None or run.tags.get(PROCESS_TAG) != mine[PROCESS_TAG]:
-        instance.add_run_tags(run_id, mine)
-        beating = _BEATING.pop(run_id, None)
+@contextmanager
+def claimed_step(instance: DagsterInstance, run_id: str, step_key: str) -> Iterator[None]:
+    """Record this process as running ``step_key`` of the run (and as the run's latest
+    process) until the step ends: on Dagster's multiprocess or Celery executor steps
+    run in other processes, several at once, and the ones to watch are those working.
+    A process killed mid-step leaves its claim behind, which is how it is found."""
+    mine = process_tags()[PROCESS_TAG]
+    instance.add_run_tags(run_id, {PROCESS_TAG: mine, STEP_TAG_PREFIX + step_key: mine})
+    beating = start_heartbeat(instance, run_id)
+    if beating is not None:
+        beating.steps.add(step_key)
+        instance.add_run_tags(run_id, {BEAT_TAG_PREFIX + step_key: _now()})
+    try:
+        yield
+    finally:
         if beating is not None:
-            beating.stop()
-    start_heartbeat(instance, run_id)
+            beating.steps.discard(step_key)
+        instance.add_run_tags(run_id, {STEP_TAG_PREFIX + step_key: _DONE + mine})
 
 
 def _silent_since(tags: dict[str, str], now: datetime) -> float | None:
@@ -195,38 +222,66 @@ class StepWatch:
 
     def _watch(self) -> None:
         while not self._done.wait(self.interval):
+            # The watch must outlive any error: a watch that stopped would let a run
+            # whose worker died wait forever.
             try:
                 run = self.instance.get_run_by_id(self.run_id)
-            except Exception:  # the database away for a moment: look again next time
-                continue
-            if run is None or run.status not in IN_FLIGHT:
-                continue
-            reason = dead_reason(dict(run.tags), socket.gethostname(), datetime.now(UTC))
-            if reason is not None:
-                self.on_dead(reason)
+                if run is None or run.status not in IN_FLIGHT:
+                    continue
+                reason = dead_reason(dict(run.tags), socket.gethostname(), datetime.now(UTC))
+                if reason is not None:
+                    self.on_dead(reason)
+            except Exception as exc:  # the database or the broker away for a moment
+                _log.warning(f"run {self.run_id}: watching its steps failed, trying again: {exc}")
 
 
 def dead_reason(tags: dict[str, str], host: str, now: datetime) -> str | None:
-    """Why the process recorded as running a run's steps is dead — on this host,
-    checked by pid; on another host, by a heartbeat silent for ``STALE_AFTER_S`` —
-    or None while it lives (or the run records none)."""
+    """Why a process recorded as running one of the run's steps is dead — on this
+    host, checked by pid; on another host, by a heartbeat silent for ``STALE_AFTER_S``
+    — or None while they live (or the run records none)."""
+    steps = {k[len(STEP_TAG_PREFIX) :]: v for k, v in tags.items() if k.startswith(STEP_TAG_PREFIX)}
+    running = {step: process for step, process in steps.items() if not process.startswith(_DONE)}
+    for step, process in sorted(running.items()):
+        beat = tags.get(BEAT_TAG_PREFIX + step) or tags.get(HEARTBEAT_TAG)
+        reason = _process_dead(run_process({PROCESS_TAG: process}), beat, host, now, step)
+        if reason is not None:
+            return reason
+    if running:
+        return None
+    if len({process.removeprefix(_DONE) for process in steps.values()}) > 1:
+        return None  # its steps run in processes of their own, and none is running now
+    # No step running: the process of the run's last step (all its steps, when it
+    # executes them itself) must still live; runs of earlier versions record only it.
     process = run_process(tags)
-    if process is not None and process[1] != host:
-        silent = _silent_since(tags, now)
+    if process is not None:
+        return _process_dead(process, tags.get(HEARTBEAT_TAG), host, now, None)
+    if _alive_legacy(tags, host) is not False:
+        return None
+    return "the process running this run died (killed?); the next run repairs the index"
+
+
+def _process_dead(
+    process: tuple[int, str, str] | None,
+    beat: str | None,
+    host: str,
+    now: datetime,
+    step: str | None,
+) -> str | None:
+    if process is None:
+        return None
+    what = f"step {step}" if step else "this run"
+    if process[1] != host:
+        silent = _silent_since({HEARTBEAT_TAG: beat} if beat else {}, now)
         if silent is None or silent < STALE_AFTER_S:
             return None
         last = (now - timedelta(seconds=silent)).strftime("%Y-%m-%d %H:%M:%S UTC")
         return (
-            f"the host {process[1]} running this run has not been heard from since "
+            f"the host {process[1]} running {what} has not been heard from since "
             f"{last} (down?); the next run repairs the index"
         )
-    if process is not None:
-        if _alive(process[0], process[2]):
-            return None
-        return "the process running this run died (killed?); the next run repairs the index"
-    if _alive_legacy(tags, host) is not False:
+    if _alive(process[0], process[2]):
         return None
-    return "the process running this run died (killed?); the next run repairs the index"
+    return f"the process running {what} died (killed?); the next run repairs the index"
 
 
 def reap_dead_runs(instance: DagsterInstance) -> list[str]:

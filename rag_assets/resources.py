@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from dagster import ConfigurableResource
 
+from rag_assets.run_values import RUN_VALUES, RunValuesIOManager
 from rag_serving.config import FileSourceConfig, RaglineConfig, load_config
 from rag_serving.embedders import Embedder, create_embedder
-from rag_serving.index.commit_lock import CommitLock, PostgresCommitLock, local_commit_lock
+from rag_serving.index.commit_lock import CommitLock, local_commit_lock, postgres_commit_lock
 from rag_serving.index.store import IndexStore
 
 # One lock per database: every index written by the hosts sharing it takes turns.
@@ -45,7 +47,7 @@ def commit_lock(config: RaglineConfig) -> CommitLock:
     the data dir."""
     url = config.dagster.storage_url()
     if url is not None:
-        return PostgresCommitLock(url, config.index_uri or _POSTGRES_LOCK_NAME)
+        return postgres_commit_lock(url, config.index_uri or _POSTGRES_LOCK_NAME)
     return local_commit_lock(config.data_dir)
 
 
@@ -74,11 +76,12 @@ def _embedder(embedder_json: str, data_dir: str) -> Embedder:
     return create_embedder(config, Path(data_dir))
 
 
-def default_resources(config_path: str = "") -> dict[str, ConfigurableResource]:
+def default_resources(config_path: str = "") -> dict[str, Any]:
     """The resources every ragline asset needs."""
     settings = RaglineConfigResource(config_path=config_path)
     return {
         "settings": settings,
         "index_store": IndexStoreResource(settings=settings),
         "embedder": EmbedderResource(settings=settings),
+        RUN_VALUES: RunValuesIOManager(),
     }

@@ -59,6 +59,12 @@ def readable_failure(source: str, step: str) -> Iterator[None]:
         ) from exc
 
 
+def stage_of(step_key: str | None) -> str | None:
+    """The asset a step belongs to: ``embeddings`` for ``embeddings.embed_part[part2]``
+    (a graph-backed asset's ops are prefixed with its name)."""
+    return step_key.split(".")[0] if step_key else None
+
+
 def one_line(message: str) -> str:
     """The last non-empty line of ``message`` (where Python puts the cause), capped."""
     lines = [line.strip() for line in str(message).splitlines() if line.strip()]
@@ -139,7 +145,7 @@ def record_failure(context: HookContext) -> None:
     if not source:
         return
     config = context.resources.settings.load()
-    step = context.step_key.split(".")[-1] if context.step_key else None
+    step = stage_of(context.step_key)
     if isinstance(context.op_exception, NothingIndexed):
         step = NothingIndexed.STEP
     try:
@@ -163,7 +169,7 @@ def run_failures(context: RunFailureSensorContext, settings: RaglineConfigResour
     steps = context.get_step_failure_events()
     if steps:
         event = steps[0]
-        step = (event.step_key or "").split(".")[-1] or None
+        step = stage_of(event.step_key)
         error = getattr(event.event_specific_data, "error", None)
         if error is not None and error.cls_name == NothingIndexed.__name__:
             step = NothingIndexed.STEP

@@ -309,6 +309,10 @@ class DagsterConfig(_Strict):
     executor: Literal["in_process", "multiprocess", "celery"] = "in_process"
     # Runs (sources) indexed at once, by the run queue and by `ragline index`.
     max_concurrent_runs: int = Field(default=1, ge=1, le=64)
+    # Steps one source's embedding is split into when steps run apart (multiprocess,
+    # celery), each with at least `embedding_step_min_chunks` chunks to embed.
+    embedding_steps: int = Field(default=4, ge=1, le=64)
+    embedding_step_min_chunks: int = Field(default=2048, ge=1)
     # The Celery broker (and result backend) URL, read from this variable.
     celery_broker_url_env: str = Field(
         default=DEFAULT_CELERY_BROKER_URL_ENV, pattern=r"^[A-Za-z_]\w*$"

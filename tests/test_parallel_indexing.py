@@ -107,7 +107,16 @@ def snapshot(config: RaglineConfig) -> tuple[dict[str, np.ndarray], dict[str, li
     ids = rows.column("chunk_id").to_pylist()
     vectors = np.asarray(rows.column("vector").to_pylist(), dtype=np.float32)
     index = FulltextIndex(store.layout.fulltext_dir(generation.key))
-    hits = {q: [h.chunk_id for h in index.search(q, SearchFilters(), 20)] for q in QUERIES}
+    # By score, then id: hits of equal score come in the order Tantivy stored them,
+    # which depends on the order of the commits, not on what is indexed.
+    hits = {
+        q: [
+            f"{h.chunk_id} {h.score:.4f}"
+            for h in sorted(found, key=lambda h: (-round(h.score, 4), h.chunk_id))[:20]
+        ]
+        for q in QUERIES
+        for found in [index.search(q, SearchFilters(), 40)]
+    }
     return dict(zip(ids, vectors, strict=True)), hits
 
 
@@ -129,14 +138,23 @@ def clean(tmp_path_factory: pytest.TempPathFactory, vaults: dict[str, Path]) -> 
     return parse_config_file(config_path)
 
 
-def step_windows(instance, run_id: str, step: str) -> tuple[float, float]:
-    """When ``step`` of the run started and ended (its events' timestamps)."""
-    times = {
-        e.dagster_event.event_type_value: e.timestamp
-        for e in instance.all_logs(run_id)
-        if e.dagster_event is not None and e.dagster_event.step_key == step
+def step_windows(instance, run_id: str, prefix: str) -> dict[str, tuple[float, float]]:
+    """When each step of the run whose key starts with ``prefix`` started and ended
+    (its events' timestamps)."""
+    times: dict[str, dict[str, float]] = {}
+    for e in instance.all_logs(run_id):
+        step = e.dagster_event.step_key if e.dagster_event is not None else None
+        if step and step.startswith(prefix):
+            times.setdefault(step, {})[e.dagster_event.event_type_value] = e.timestamp
+    return {
+        step: (t["STEP_START"], t.get("STEP_SUCCESS", t.get("STEP_FAILURE", 0.0)))
+        for step, t in times.items()
     }
-    return times["STEP_START"], times.get("STEP_SUCCESS", times.get("STEP_FAILURE", 0.0))
+
+
+def overlap(windows: list[tuple[float, float]]) -> float:
+    """Seconds during which every one of ``windows`` was open."""
+    return min(end for _, end in windows) - max(start for start, _ in windows)
 
 
 def test_two_sources_embed_at_once_and_the_index_matches_a_clean_one(
@@ -153,11 +171,13 @@ def test_two_sources_embed_at_once_and_the_index_matches_a_clean_one(
     instance = open_instance(config.data_dir)
     records = instance.get_run_records(filters=RunsFilter(job_name="index_source"))
     assert [r.dagster_run.status for r in records] == [DagsterRunStatus.SUCCESS] * 2
-    (a_start, a_end), (b_start, b_end) = (
-        step_windows(instance, r.dagster_run.run_id, "embeddings") for r in records
-    )
-    overlap = min(a_end, b_end) - max(a_start, b_start)
-    assert overlap > 1.0, f"the embedding steps did not overlap ({overlap:.1f} s)"
+    # one embedding step per run (in-process runs do not split it)
+    windows = [
+        step_windows(instance, r.dagster_run.run_id, "embeddings.embed_part") for r in records
+    ]
+    assert [list(w) for w in windows] == [["embeddings.embed_part[part1]"]] * 2
+    seconds = overlap([window for w in windows for window in w.values()])
+    assert seconds > 1.0, f"the embedding steps did not overlap ({seconds:.1f} s)"
     # each run ran in a process of its own, not in this command's process
     processes = {r.dagster_run.tags["ragline/process"] for r in records}
     assert len(processes) == 2
@@ -165,6 +185,27 @@ def test_two_sources_embed_at_once_and_the_index_matches_a_clean_one(
 
 
 # ---- Celery workers on Postgres ---------------------------------------------------
+
+
+def _hung(instance, victim: int, output: str) -> str:
+    """What a run that did not end after its worker was killed was doing."""
+    from dagster import RunsFilter
+
+    [hung] = instance.get_run_records(filters=RunsFilter(job_name="index_source"), limit=1)
+    events = [
+        f"{e.dagster_event.step_key} {e.dagster_event.event_type_value} {e.message[:200]}"
+        for e in instance.all_logs(hung.dagster_run.run_id)
+        if e.dagster_event is not None
+    ]
+    tags = {k: v for k, v in hung.dagster_run.tags.items() if k.startswith("ragline/")}
+    return f"killed {victim}; the run did not end:\n{output}\n{tags}\n" + "\n".join(events)
+
+
+def run_process_of(claim: str) -> tuple[int, str, str] | None:
+    """(pid, host, start) of a running step's claim tag; None once the step is done."""
+    from rag_assets.recovery import PROCESS_TAG, run_process
+
+    return run_process({PROCESS_TAG: claim})
 
 
 def _free_port() -> int:
@@ -211,6 +252,8 @@ storage = "postgres"
 postgres_url_env = "{POSTGRES_ENV}"
 executor = "celery"
 celery_broker_url_env = "{BROKER_ENV}"
+embedding_steps = 2
+embedding_step_min_chunks = 40
 """
 
 
@@ -234,7 +277,7 @@ def test_celery_workers_survive_a_killed_worker_and_converge(
     from dagster import DagsterRunStatus, RunsFilter
 
     from rag_assets.instance import open_instance
-    from rag_assets.recovery import run_process
+    from rag_assets.recovery import STEP_TAG_PREFIX, run_process
     from rag_serving.search import SearchEngine
 
     for name in [n for n in os.environ if n.startswith("AWS_")]:
@@ -266,17 +309,22 @@ def test_celery_workers_survive_a_killed_worker_and_converge(
                     for e in instance.all_logs(run_id)
                     if e.dagster_event is not None
                     and e.dagster_event.event_type_value == "STEP_START"
-                    and e.dagster_event.step_key == "embeddings"
+                    and (e.dagster_event.step_key or "").startswith("embeddings.embed_part")
                 ]
                 if started:
-                    process = run_process(dict(instance.get_run_by_id(run_id).tags))
-                    assert process is not None
-                    victim = process[0]
+                    tags = dict(instance.get_run_by_id(run_id).tags)
+                    claims = [v for k, v in tags.items() if k.startswith(STEP_TAG_PREFIX)]
+                    running = [p for p in map(run_process_of, claims) if p is not None]
+                    victim = running[-1][0] if running else None
             time.sleep(0.2)
         os.kill(victim, signal.SIGKILL)
         killed = next(w for w in workers if w.pid == victim)
         killed.wait(timeout=10)
-        output = run.communicate(timeout=120)[0]  # ends instead of waiting forever
+        try:
+            output = run.communicate(timeout=120)[0]  # ends instead of waiting forever
+        except subprocess.TimeoutExpired:
+            run.kill()
+            raise AssertionError(_hung(instance, victim, run.communicate()[0])) from None
         assert run.returncode == 1, output
         assert "the Celery worker running a step died" in output, output
         [failed] = instance.get_run_records(filters=RunsFilter(job_name="index_source"))
@@ -292,6 +340,17 @@ def test_celery_workers_survive_a_killed_worker_and_converge(
         # the steps ran on the workers, not in `ragline index`'s processes
         pids = {w.pid for w in workers}
         assert all(run_process(dict(r.dagster_run.tags))[0] in pids for r in latest)
+        # `community`, new, was embedded in two parts at once, on both workers
+        [fresh] = [r for r in latest if r.dagster_run.tags["dagster/partition"] == "community"]
+        parts = step_windows(instance, fresh.dagster_run.run_id, "embeddings.embed_part")
+        assert len(parts) == 2, parts
+        assert overlap(list(parts.values())) > 0.5, parts
+        claims = {
+            v.removeprefix("done: ")
+            for k, v in fresh.dagster_run.tags.items()
+            if k.startswith(STEP_TAG_PREFIX) and "embed_part" in k
+        }
+        assert len(claims) == 2 and {run_process_of(c)[0] for c in claims} <= pids
         assert not (config.data_dir / "lancedb").exists()  # the tables are in the bucket
         assert_same_index(config, clean)
 

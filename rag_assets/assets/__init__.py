@@ -1,8 +1,8 @@
 """The indexing chain: raw_files → parsed_documents → chunks → embeddings → fulltext_index."""
 
+from rag_assets.assets.embeddings import embeddings
 from rag_assets.assets.indexing import (
     chunks,
-    embeddings,
     fulltext_index,
     parsed_documents,
     raw_files,

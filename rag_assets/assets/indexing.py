@@ -4,6 +4,7 @@ through the typed resources and returns counts as metadata."""
 import json
 import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from dagster import (
@@ -11,9 +12,11 @@ from dagster import (
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
+    AssetKey,
     Failure,
     MaterializeResult,
     MetadataValue,
+    OpExecutionContext,
     asset,
 )
 
@@ -22,19 +25,18 @@ from rag_assets.assets.metadata import materialize_result
 from rag_assets.migrations import upgrade_index
 from rag_assets.partitions import sources_partitions
 from rag_assets.progress import report_problems, report_start
-from rag_assets.recovery import claim_run
+from rag_assets.recovery import claimed_step
 from rag_assets.resources import EmbedderResource, IndexStoreResource, RaglineConfigResource
 from rag_assets.run_failures import NothingIndexed, readable_failure
 from rag_assets.sources import SourceKind, source_kind
 from rag_assets.stages.chunk import chunk_source
-from rag_assets.stages.embed import embed_source, target_generation
+from rag_assets.stages.embed import target_generation
 from rag_assets.stages.fulltext import sync_fulltext
 from rag_assets.stages.parse import parse_source
 from rag_assets.stages.scan import scan_source
 from rag_assets.writer_turn import wait_for_source_turn
 from rag_serving.config import FileSourceConfig, RaglineConfig
 from rag_serving.errors import ConfigError
-from rag_serving.index.ann import ensure_search_indexes
 from rag_serving.index.manifest import read_manifest
 from rag_serving.index.store import IndexStore, sql_string
 
@@ -52,10 +54,12 @@ SCOPE_LIMIT = 1000
 # Runs a person asked for (a UI run carries no launched_by tag).
 ON_DEMAND_LAUNCHERS = ("cli", "mcp")
 GROUP = "indexing"
+# The steps of a plain asset, and the ops of a graph-backed one (embeddings).
+StepContext = AssetExecutionContext | OpExecutionContext
 LOCATION_CHARS = 200  # of a source's location shown in metadata (a list of feeds)
 
 
-def _check_spec(name: str, asset: str, blocking: bool = False) -> AssetCheckSpec:
+def check_spec(name: str, asset: str, blocking: bool = False) -> AssetCheckSpec:
     """A check evaluated per source: the UI shows each partition's own latest result."""
     with warnings.catch_warnings():
         # Partitioned asset checks are a preview feature of Dagster 1.13 (a warning only).
@@ -66,7 +70,7 @@ def _check_spec(name: str, asset: str, blocking: bool = False) -> AssetCheckSpec
         )  # fmt: skip
 
 
-def _configured_source(context: AssetExecutionContext, config: RaglineConfig) -> FileSourceConfig:
+def configured_source(context: StepContext, config: RaglineConfig) -> FileSourceConfig:
     """The source of this run's partition; a partition that names no configured source
     (added by hand in the UI) fails with one line saying what to do."""
     name = context.partition_key
@@ -83,15 +87,18 @@ def _configured_source(context: AssetExecutionContext, config: RaglineConfig) ->
         ) from None
 
 
-def _start_step(context: AssetExecutionContext) -> None:
-    """Record which process runs the step (a killed one is recognised later; other
-    hosts hear its heartbeat), then wait until no run of this source that started
-    earlier is still going (see writer_turn)."""
-    claim_run(context.instance, context.run_id)
-    wait_for_source_turn(context.instance, context.run_id, context.log)
+@contextmanager
+def running_step(context: StepContext) -> Iterator[None]:
+    """Record which process runs the step until it ends (a killed one is recognised
+    later; other hosts hear its heartbeat), after waiting until no run of this source
+    that started earlier is still going (see writer_turn)."""
+    step = context.get_step_execution_context().step.key
+    with claimed_step(context.instance, context.run_id, step):
+        wait_for_source_turn(context.instance, context.run_id, context.log)
+        yield
 
 
-def _check_result(
+def check_result(
     outcome: checks.CheckOutcome, severity: AssetCheckSeverity = AssetCheckSeverity.ERROR
 ) -> AssetCheckResult:
     return AssetCheckResult(
@@ -103,19 +110,19 @@ def _check_result(
     )
 
 
-def is_full_rebuild(context: AssetExecutionContext) -> bool:
+def is_full_rebuild(context: StepContext) -> bool:
     """A run tagged ``ragline/full=true`` (``ragline index --full``) or part of a
     backfill rebuilds its source completely."""
     tags = context.run.tags
     return tags.get(FULL_REBUILD_TAG) == "true" or "dagster/backfill" in tags
 
 
-def is_deferred_pass(context: AssetExecutionContext) -> bool:
+def is_deferred_pass(context: StepContext) -> bool:
     """A run tagged ``ragline/pass=deferred`` does the work first passes queued (OCR)."""
     return context.run.tags.get(PASS_TAG) == "deferred"
 
 
-def changed_paths(context: AssetExecutionContext) -> list[Path] | None:
+def changed_paths(context: StepContext) -> list[Path] | None:
     """The paths the run's file-system events named (``CHANGED_PATHS_TAG``); None for
     a run that reconciles the whole source."""
     raw = context.run.tags.get(CHANGED_PATHS_TAG)
@@ -146,7 +153,7 @@ def _complete_in_target(
     return bool(states) and states[0]["generation"] == target.key
 
 
-def run_scope(context: AssetExecutionContext) -> set[str] | None:
+def run_scope(context: StepContext) -> set[str] | None:
     """The doc ids this run's scan touched (``SCOPE_TAG``); None: the whole source."""
     if is_full_rebuild(context) or is_deferred_pass(context):
         return None
@@ -155,7 +162,7 @@ def run_scope(context: AssetExecutionContext) -> set[str] | None:
     return None if raw is None else set(json.loads(raw))
 
 
-def _source_metadata(source: FileSourceConfig, kind: SourceKind) -> dict[str, object]:
+def source_metadata(source: FileSourceConfig, kind: SourceKind) -> dict[str, object]:
     """What the partition indexes: the source's kind and its folder or file; a source
     without one (feeds) shows where its items come from instead (its feeds' URLs, its
     OPML file's name)."""
@@ -179,9 +186,8 @@ def raw_files(
 ) -> MaterializeResult:
     """The source's files: path, size, mtime and content hash (unchanged files cost a stat)."""
     config = settings.load()
-    source = _configured_source(context, config)
-    _start_step(context)
-    with readable_failure(source.name, "raw_files"):
+    source = configured_source(context, config)
+    with running_step(context), readable_failure(source.name, "raw_files"):
         store = index_store.store()
         with store.writing():
             upgraded = upgrade_index(store, {s.name: s.language for s in config.sources})
@@ -197,7 +203,7 @@ def raw_files(
         report_start(source.name, "scan")
         full, changed = is_full_rebuild(context), changed_paths(context)
         result = scan_source(store, kind, full=full, changed=changed)
-        extra = _source_metadata(source, kind)
+        extra = source_metadata(source, kind)
         if result.scope is not None:
             extra["scope"] = f"{len(result.scope)} item(s) at the changed paths"
             if len(result.scope) <= SCOPE_LIMIT and _complete_in_target(store, source, embedder):
@@ -207,7 +213,7 @@ def raw_files(
 
 @asset(
     deps=[raw_files], partitions_def=sources_partitions, group_name=GROUP,
-    kinds={"lancedb"}, check_specs=[_check_spec(checks.ITEMS_INDEXED, "parsed_documents")],
+    kinds={"lancedb"}, check_specs=[check_spec(checks.ITEMS_INDEXED, "parsed_documents")],
 )  # fmt: skip
 def parsed_documents(
     context: AssetExecutionContext, settings: RaglineConfigResource, index_store: IndexStoreResource
@@ -216,9 +222,8 @@ def parsed_documents(
     recorded and skipped; costly work (OCR) queued for a deferred pass. Beside the
     run's own counts, the problems standing now (``problems_standing`` …)."""
     config = settings.load()
-    source = _configured_source(context, config)
-    _start_step(context)
-    with readable_failure(source.name, "parsed_documents"):
+    source = configured_source(context, config)
+    with running_step(context), readable_failure(source.name, "parsed_documents"):
         store = index_store.store()
         kind = source_kind(source, config.data_dir, config.index_uri)
         report_start(source.name, "parse")
@@ -243,8 +248,8 @@ def parsed_documents(
         outcome = checks.items_indexed(store, source.name)
         standing = checks.standing_problems(store, source.name)
         return materialize_result(
-            result, [_check_result(outcome, AssetCheckSeverity.WARN)],
-            extra={**standing.metadata(), **_source_metadata(source, kind)},
+            result, [check_result(outcome, AssetCheckSeverity.WARN)],
+            extra={**standing.metadata(), **source_metadata(source, kind)},
         )  # fmt: skip
 
 
@@ -260,82 +265,21 @@ def chunks(
 ) -> MaterializeResult:
     """Heading-aware chunks sized with the embedder's own tokenizer."""
     config = settings.load()
-    source = _configured_source(context, config)
-    _start_step(context)
-    with readable_failure(source.name, "chunks"):
+    source = configured_source(context, config)
+    with running_step(context), readable_failure(source.name, "chunks"):
         kind = source_kind(source, config.data_dir, config.index_uri)
         report_start(source.name, "chunk")
         result = chunk_source(
             index_store.store(), kind, config.chunking, embedder.embedder(),
             full=is_full_rebuild(context), only=run_scope(context),
         )  # fmt: skip
-        return materialize_result(result, extra=_source_metadata(source, kind))
+        return materialize_result(result, extra=source_metadata(source, kind))
 
 
 @asset(
-    deps=[chunks], partitions_def=sources_partitions, group_name=GROUP,
-    kinds={"lancedb"},
-    check_specs=[
-        _check_spec(checks.CHUNKS_HAVE_DOCUMENTS, "embeddings", blocking=True),
-        _check_spec(checks.VECTORS_HAVE_RECORDED_DIMENSION, "embeddings", blocking=True),
-        _check_spec(checks.ONE_EMBEDDER_FINGERPRINT, "embeddings", blocking=True),
-    ],
-)  # fmt: skip
-def embeddings(
-    context: AssetExecutionContext,
-    settings: RaglineConfigResource,
-    index_store: IndexStoreResource,
-    embedder: EmbedderResource,
-) -> MaterializeResult:
-    """Vectors for every chunk, reused by text hash; published to the served table."""
-    config = settings.load()
-    source = _configured_source(context, config)
-    _start_step(context)
-    with readable_failure(source.name, "embeddings"):
-        return _embeddings(context, config, source, index_store, embedder)
-
-
-def _embeddings(
-    context: AssetExecutionContext,
-    config: RaglineConfig,
-    source: FileSourceConfig,
-    index_store: IndexStoreResource,
-    embedder: EmbedderResource,
-) -> MaterializeResult:
-    report_start(source.name, "embed")
-    store, model = index_store.store(), embedder.embedder()
-    only = run_scope(context)
-    result = embed_source(store, source, model, full=is_full_rebuild(context), only=only)
-    generation = target_generation(store, model)
-    # Scalar and vector indexes once the table is large enough; never fails the run.
-    # They cover the whole table (every source), so they go to the log, not to this
-    # source's metadata.
-    with store.writing(generation.table):
-        indexes = ensure_search_indexes(store, generation.table)
-    if indexes["errors"] != "none":
-        context.log.warning(
-            f"{generation.table}: an index could not be built ({indexes['errors']}); "
-            "search still works without it, only slower"
-        )
-    if indexes["actions"] != "none":
-        context.log.info(f"search indexes of all sources: {indexes['actions']}")
-    result.extra.pop("generation", None)
-    outcomes = [
-        checks.chunks_have_documents(store, generation, source.name, only),
-        checks.vectors_have_recorded_dimension(store, generation, source.name, only),
-    ]
-    outcomes.append(checks.one_embedder_fingerprint(store, model.fingerprint))
-    kind = source_kind(source, config.data_dir, config.index_uri)
-    return materialize_result(
-        result, [_check_result(o) for o in outcomes],
-        extra={**_source_metadata(source, kind), "embedder": model.fingerprint.describe()},
-    )  # fmt: skip
-
-
-@asset(
-    deps=[embeddings], partitions_def=sources_partitions, group_name=GROUP,
+    deps=[AssetKey("embeddings")], partitions_def=sources_partitions, group_name=GROUP,
     kinds={"tantivy"},
-    check_specs=[_check_spec(checks.TANTIVY_MATCHES_LANCEDB, "fulltext_index", blocking=True)],
+    check_specs=[check_spec(checks.TANTIVY_MATCHES_LANCEDB, "fulltext_index", blocking=True)],
 )  # fmt: skip
 def fulltext_index(
     context: AssetExecutionContext,
@@ -349,9 +293,8 @@ def fulltext_index(
     here as a failed run (``NothingIndexed``), once every stage has brought the index
     in line with what this run found (the check is still reported)."""
     config = settings.load()
-    source = _configured_source(context, config)
-    _start_step(context)
-    with readable_failure(source.name, "fulltext_index"):
+    source = configured_source(context, config)
+    with running_step(context), readable_failure(source.name, "fulltext_index"):
         store, model = index_store.store(), embedder.embedder()
         only = run_scope(context)
         configured = [s.name for s in config.sources]
@@ -361,15 +304,15 @@ def fulltext_index(
         outcome = checks.tantivy_matches_lancedb(store, generation, source.name, only)
         standing = checks.standing_problems(store, source.name)
         kind = source_kind(source, config.data_dir, config.index_uri)
-        extra = {**_source_metadata(source, kind), "embedder": model.fingerprint.describe()}
+        extra = {**source_metadata(source, kind), "embedder": model.fingerprint.describe()}
         result.extra.pop("generation", None)
         if result.extra.pop("promoted_generation", None):
             extra["search_switched_to"] = model.fingerprint.describe()
     if standing.nothing_indexed:
-        yield _check_result(outcome)
+        yield check_result(outcome)
         raise NothingIndexed(
             description=standing.nothing_indexed_message(),
             metadata={**standing.metadata(), "items": standing.items, "indexed": 0},
             allow_retries=False,
         )
-    yield materialize_result(result, [_check_result(outcome)], extra=extra)
+    yield materialize_result(result, [check_result(outcome)], extra=extra)

@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -64,29 +65,56 @@ def target_generation(store: IndexStore, embedder: Embedder) -> Generation:
     return generation
 
 
-def embed_source(
+@dataclass(frozen=True)
+class DocRange:
+    """The documents whose ids lie in ``[start, end)`` (None: unbounded). Doc ids are
+    hex digests, spread evenly: ranges split one source's embedding into parts that
+    several steps do at once, and every document falls in exactly one part."""
+
+    start: str | None = None
+    end: str | None = None
+
+    def where(self) -> str | None:
+        bounds = []
+        if self.start is not None:
+            bounds.append(f"doc_id >= {sql_string(self.start)}")
+        if self.end is not None:
+            bounds.append(f"doc_id < {sql_string(self.end)}")
+        return " AND ".join(bounds) or None
+
+    def describe(self) -> str:
+        if self.start is None and self.end is None:
+            return "every document"
+        return f"doc ids {self.start or '0'}… to {self.end or 'f'}…"
+
+
+@dataclass
+class _Survey:
+    """What a first pass found: the source's documents and served chunks (in the
+    embedder's generation, within the run's scope) and what to write."""
+
+    generation: Generation
+    whole: str  # the source's rows
+    scope: str  # the rows this pass handles
+    docs: dict[str, dict[str, Any]]
+    current_by_doc: dict[str, list[str]]
+    stale: list[str]  # served chunk ids no staged chunk has any more
+    plan: _Plan
+
+
+def _survey(
     store: IndexStore,
     source: FileSourceConfig,
     embedder: Embedder,
     full: bool,
-    batch_size: int = PUBLISH_BATCH,
-    only: set[str] | None = None,
-) -> StageResult:
-    """Bring the source's served chunks (in the embedder's generation) in line with
-    ``staged_chunks`` (for the doc ids ``only``, when given: a watch run's changed
-    items).
-
-    Memory stays bounded by ``batch_size``: a first pass streams the staged chunks
-    and keeps only ids and row hashes to decide what to write; a second pass reads
-    the chunks to write a few whole documents at a time, embeds them and publishes
-    them, each batch in one commit.
-    """
+    only: set[str] | None,
+    doc_range: DocRange,
+) -> _Survey:
     generation = target_generation(store, embedder)
-    table = generation.table
-    result = StageResult()
-    result.extra["generation"] = generation.key
     whole = f"source = {sql_string(source.name)}"
     scope = whole if only is None else f"{whole} AND {sql_in('doc_id', sorted(only))}"
+    if doc_range.where() is not None:
+        scope = f"{scope} AND {doc_range.where()}"
     docs = {
         d["doc_id"]: d
         for d in store.read(
@@ -100,12 +128,70 @@ def embed_source(
         doc["facets"] = list(doc["facets"] or [])
     current: dict[str, str] = {}  # chunk_id -> row_hash
     current_by_doc: dict[str, list[str]] = {}
-    for chunk, doc_id, digest in _columns(store, table, scope, ["chunk_id", "doc_id", "row_hash"]):
+    columns = ["chunk_id", "doc_id", "row_hash"]
+    for chunk, doc_id, digest in _columns(store, generation.table, scope, columns):
         current[chunk] = digest
         current_by_doc.setdefault(doc_id, []).append(chunk)
     store.staged_chunks()  # opened as a writer: adds columns an older index lacks
     plan = _plan(store, scope, docs, current, full)
     stale = [cid for cid in current if cid not in plan.wanted]
+    return _Survey(generation, whole, scope, docs, current_by_doc, stale, plan)
+
+
+def shard_ranges(
+    store: IndexStore,
+    source: FileSourceConfig,
+    embedder: Embedder,
+    full: bool,
+    parts: int,
+    min_chunks: int,
+    only: set[str] | None = None,
+) -> list[DocRange]:
+    """Split the source's embedding into at most ``parts`` document ranges, each with
+    about the same number of chunks to embed and at least ``min_chunks`` of them (a
+    source with little to embed stays one part: a step costs a process or a task)."""
+    if parts <= 1:
+        return [DocRange()]
+    survey = _survey(store, source, embedder, full, only, DocRange())
+    sizes = sorted((doc_id, len(ids)) for doc_id, ids in survey.plan.to_write.items())
+    total = sum(size for _, size in sizes)
+    count = min(parts, total // max(1, min_chunks))
+    if count <= 1:
+        return [DocRange()]
+    bounds: list[str | None] = [None]
+    done = 0
+    for doc_id, size in sizes:
+        if done >= total * len(bounds) / count and len(bounds) < count:
+            bounds.append(doc_id)
+        done += size
+    bounds.append(None)
+    return [DocRange(start, end) for start, end in pairwise(bounds)]
+
+
+def embed_source(
+    store: IndexStore,
+    source: FileSourceConfig,
+    embedder: Embedder,
+    full: bool,
+    batch_size: int = PUBLISH_BATCH,
+    only: set[str] | None = None,
+    doc_range: DocRange | None = None,
+) -> StageResult:
+    """Bring the source's served chunks (in the embedder's generation) in line with
+    ``staged_chunks`` (for the doc ids ``only``, when given: a watch run's changed
+    items; within ``doc_range``, when given: one part of a split embedding).
+
+    Memory stays bounded by ``batch_size``: a first pass streams the staged chunks
+    and keeps only ids and row hashes to decide what to write; a second pass reads
+    the chunks to write a few whole documents at a time, embeds them and publishes
+    them, each batch in one commit.
+    """
+    survey = _survey(store, source, embedder, full, only, doc_range or DocRange())
+    generation, scope, plan = survey.generation, survey.scope, survey.plan
+    docs, current_by_doc, stale = survey.docs, survey.current_by_doc, survey.stale
+    table = generation.table
+    result = StageResult()
+    result.extra["generation"] = generation.key
     to_write = sum(len(ids) for ids in plan.to_write.values())
     result.new = plan.new
     result.rebuilt = plan.rebuilt
@@ -152,7 +238,7 @@ def embed_source(
     if stale_set:  # chunks of deleted documents, and of documents with nothing new
         store.delete(table, f"{scope} AND {sql_in('chunk_id', stale_set)}")
     embedder.prepare_query_path()
-    result.row_count = store.count(table, whole)
+    result.row_count = store.count(table, survey.whole)
     result.extra.update({"embedded": embedded, "vectors_reused": reused})
     return_freed_memory()
     return result
