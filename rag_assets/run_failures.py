@@ -26,7 +26,7 @@ from dagster import (
 from rag_assets.resources import RaglineConfigResource, writer_store
 from rag_assets.stages.result import utcnow
 from rag_serving.config import RaglineConfig
-from rag_serving.errors import RaglineError
+from rag_sources.errors import RaglineError
 from rag_serving.index import schema as schemas
 
 PARTITION_TAG = "dagster/partition"

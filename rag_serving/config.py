@@ -34,7 +34,7 @@ from pydantic import (
     model_validator,
 )
 
-from rag_serving.errors import ConfigError
+from rag_sources.errors import ConfigError
 from rag_serving.index.location import is_remote as is_remote_uri
 from rag_serving.limits import Limits
 

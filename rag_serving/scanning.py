@@ -36,7 +36,7 @@ from pathlib import Path, PurePosixPath
 from wcmatch import glob
 
 from rag_serving.config import FileSourceConfig
-from rag_serving.errors import ConfigError, SourceUnavailableError
+from rag_sources.errors import ConfigError, SourceUnavailableError
 
 _FLAGS = glob.GLOBSTAR | glob.DOTGLOB
 

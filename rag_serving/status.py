@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_serving.config import FileSourceConfig, GitSourceConfig, RaglineConfig
-from rag_serving.errors import RaglineError
+from rag_sources.errors import RaglineError
 from rag_serving.index.layout import IndexLayout
 from rag_serving.index.manifest import read_manifest
 from rag_serving.index.store import IndexStore, sql_string

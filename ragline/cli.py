@@ -15,7 +15,7 @@ import click
 
 from rag_serving.config import MISSING_SOURCE_HINT as _MISSING_HINT
 from rag_serving.config import SOURCE_KINDS, RaglineConfig, load_config
-from rag_serving.errors import RaglineError
+from rag_sources.errors import RaglineError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -56,7 +56,7 @@ def _check_paths_for(command: str | None, config: RaglineConfig) -> None:
     problem), before any Dagster or server code runs. ``index`` checks the sources
     it indexes itself; search and status read what is indexed and check nothing."""
     from rag_serving.config import data_dir_problems, source_path_problems
-    from rag_serving.errors import ConfigError
+    from rag_sources.errors import ConfigError
 
     if command == "ui":
         # A source folder that is missing (an unplugged disk) does not stop the UI:
@@ -126,7 +126,7 @@ def init(
     """Write a starter config with one source for PATH (its kind detected): a folder,
     an mbox or OPML file, or a feed's URL."""
     from rag_serving.config import new_source_target, parse_config_file, starter_config
-    from rag_serving.errors import ConfigError
+    from rag_sources.errors import ConfigError
 
     kind, reason, source = new_source_target(path, kind)
     target = (output or Path("ragline.toml")).expanduser().resolve()

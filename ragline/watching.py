@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rag_serving.config import RaglineConfig
-from rag_serving.errors import RaglineError
+from rag_sources.errors import RaglineError
 from rag_serving.index.layout import IndexLayout
 from ragline.indexing import InProcessIndexer, MaintenanceOutcome, SourceRunOutcome
 

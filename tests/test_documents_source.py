@@ -15,7 +15,7 @@ import pymupdf
 import pytest
 
 from rag_serving.config import RaglineConfig, parse_config_file
-from rag_serving.errors import FilterError
+from rag_sources.errors import FilterError
 from rag_serving.search import SearchEngine, SearchFilters
 from rag_serving.status import index_status
 from tests.conftest import SHARED_DATA, write_config

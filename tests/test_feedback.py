@@ -9,7 +9,7 @@ import pytest
 
 from rag_serving.config import SentenceTransformersConfig
 from rag_serving.embedders import create_embedder
-from rag_serving.errors import ConfigError
+from rag_sources.errors import ConfigError
 from rag_serving.search.feedback import (
     FeedbackSettings,
     feedback_vector,

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from rag_serving.config import FeedsSourceConfig
-from rag_serving.errors import SourceUnavailableError
+from rag_sources.errors import SourceUnavailableError
 from rag_serving.feeds import archive
 from rag_serving.feeds.archive import FeedSpec, FeedState, list_archived_entries
 from rag_serving.feeds.fetch import FetchError, fetch_feed

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from rag_serving.config import RaglineConfig, parse_config_file
-from rag_serving.errors import ConfigError, FilterError
+from rag_sources.errors import ConfigError, FilterError
 from rag_serving.index.store import sql_string
 from rag_serving.mcp.auth import Access
 from rag_serving.mcp.service import RaglineService

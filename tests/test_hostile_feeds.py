@@ -16,7 +16,7 @@ import httpcore
 import pytest
 
 from rag_serving.config import FeedsSourceConfig
-from rag_serving.errors import SourceUnavailableError
+from rag_sources.errors import SourceUnavailableError
 from rag_serving.feeds import archive
 from rag_serving.feeds import fetch as fetch_module
 from rag_serving.feeds.archive import FeedSpec, FeedState, list_archived_entries

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rag_serving.config import RaglineConfig, parse_config_file
-from rag_serving.errors import IndexNeedsUpgradeError
+from rag_sources.errors import IndexNeedsUpgradeError
 from rag_serving.index.analysis import (
     DEFAULT_TEXT_FIELD,
     NOSPACE_RUN,

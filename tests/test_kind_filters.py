@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rag_serving.errors import FilterError
+from rag_sources.errors import FilterError
 from rag_serving.search.filters import IndexVocabulary, SearchFilters, validate_filters
 
 DOCS = [

@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from rag_serving.config import McpToken, RaglineConfig
-from rag_serving.errors import ConfigError
+from rag_sources.errors import ConfigError
 from rag_serving.mcp.auth import ConfigTokenVerifier, access_from_token
 from rag_serving.mcp.dagster_client import WEBSERVER_MARKER, running_webserver
 from rag_serving.mcp.documents import normalize_path

@@ -383,7 +383,7 @@ def test_worker_and_broker_mistakes_are_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from rag_serving.config import DagsterConfig
-    from rag_serving.errors import ConfigError
+    from rag_sources.errors import ConfigError
 
     config_path = _config(tmp_path, {"notes": tmp_path})
     process = _ragline(config_path, "worker")

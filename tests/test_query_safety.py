@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from rag_serving.config import RaglineConfig
-from rag_serving.errors import FilterError, QueryError
+from rag_sources.errors import FilterError, QueryError
 from rag_serving.index.fulltext import FulltextIndex
 from rag_serving.search import SearchEngine, SearchFilters
 from rag_serving.search.filters import (

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from rag_serving.config import RaglineConfig
-from rag_serving.errors import FilterError
+from rag_sources.errors import FilterError
 from rag_serving.index.store import IndexStore, sql_string
 from rag_serving.mcp.auth import Access
 from rag_serving.mcp.search import SearchRequest

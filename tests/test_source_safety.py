@@ -28,7 +28,7 @@ from rag_assets.formats.model import ItemSkipped, ParseOptions
 from rag_assets.sources import ItemStat, source_kind
 from rag_serving import scanning
 from rag_serving.config import MarkdownSourceConfig, RaglineConfig, parse_config_file
-from rag_serving.errors import SourceUnavailableError
+from rag_sources.errors import SourceUnavailableError
 from rag_serving.index.store import IndexStore
 from rag_serving.scanning import (
     OutsideSourceError,

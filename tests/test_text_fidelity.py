@@ -30,7 +30,7 @@ from rag_assets.formats.model import ItemSkipped, ParsedDocument, ParseOptions
 from rag_assets.formats.router import file_type, parse_file
 from rag_assets.formats.text import UNREADABLE, text_quality, without_unreadable
 from rag_serving.config import RaglineConfig, parse_config_file
-from rag_serving.errors import IndexNeedsUpgradeError
+from rag_sources.errors import IndexNeedsUpgradeError
 from rag_serving.index.analysis import analyze, fold_compatibility, is_stop_word
 from rag_serving.index.layout import IndexLayout
 from rag_serving.index.manifest import read_manifest

@@ -56,7 +56,7 @@ from urllib.parse import quote
 from wcmatch import glob
 
 from rag_serving.config import CalibreSourceConfig
-from rag_serving.errors import ConfigError, SourceUnavailableError
+from rag_sources.errors import ConfigError, SourceUnavailableError
 from rag_serving.listing import ListedItem
 
 METADATA_DB = "metadata.db"

@@ -32,7 +32,7 @@ import httpx
 import numpy as np
 
 from rag_serving.embedders.base import Embedder, EmbedderFingerprint
-from rag_serving.errors import EmbedderError, EmbedderUnavailableError, ModelNotFoundError
+from rag_sources.errors import EmbedderError, EmbedderUnavailableError, ModelNotFoundError
 
 if TYPE_CHECKING:
     import ollama

@@ -40,7 +40,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rag_serving.errors import RaglineError
+from rag_sources.errors import RaglineError
 from rag_serving.index.analysis import NOSPACE_RUN
 from rag_serving.index.layout import IndexLayout
 from rag_serving.index.manifest import read_manifest

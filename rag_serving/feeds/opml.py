@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from rag_serving.errors import SourceUnavailableError
+from rag_sources.errors import SourceUnavailableError
 from rag_serving.limits import DEFAULT_LIMITS
 
 _WEB = re.compile(r"^https?://", re.IGNORECASE)

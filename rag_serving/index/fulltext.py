@@ -19,7 +19,7 @@ from typing import Any
 
 import tantivy
 
-from rag_serving.errors import IndexNeedsUpgradeError, QueryError
+from rag_sources.errors import IndexNeedsUpgradeError, QueryError
 from rag_serving.index.analysis import (
     BIGRAM_FIELD,
     DEFAULT_TEXT_FIELD,

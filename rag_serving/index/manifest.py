@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_serving.embedders.base import EmbedderFingerprint
-from rag_serving.errors import (
+from rag_sources.errors import (
     EmbedderMismatchError,
     IndexNeedsUpgradeError,
     IndexNotBuiltError,

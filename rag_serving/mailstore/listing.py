@@ -42,7 +42,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from rag_serving.config import MailSourceConfig
-from rag_serving.errors import SourceUnavailableError
+from rag_sources.errors import SourceUnavailableError
 from rag_serving.listing import ListedItem
 from rag_serving.mailstore.mbox import MboxSpan, looks_like_mbox, message_bytes, split_mbox
 from rag_serving.mailstore.message import header_message_id, message_key_id, message_outline

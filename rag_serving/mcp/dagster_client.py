@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from rag_serving.config import RaglineConfig
-from rag_serving.errors import RaglineError
+from rag_sources.errors import RaglineError
 from rag_serving.index.layout import IndexLayout
 
 WEBSERVER_MARKER = "webserver.json"

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from rag_serving.errors import RaglineError
+from rag_sources.errors import RaglineError
 from rag_serving.index.store import IndexStore, sql_in, sql_string
 from rag_serving.mcp.auth import Access
 from rag_serving.status import short_message

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rag_serving.config import RaglineConfig
-from rag_serving.errors import RaglineError
+from rag_sources.errors import RaglineError
 from rag_serving.mcp.dagster_client import (
     TERMINAL,
     DagsterClient,

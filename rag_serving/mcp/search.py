@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from rag_serving.errors import FilterError
+from rag_sources.errors import FilterError
 from rag_serving.mcp.auth import Access
 from rag_serving.mcp.models import Hit, SearchOutput
 from rag_serving.search.engine import Mode, SearchEngine, SearchHit, is_stale

@@ -19,7 +19,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import ValidationError
 
 from rag_serving.config import RaglineConfig
-from rag_serving.errors import ConfigError, RaglineError
+from rag_sources.errors import ConfigError, RaglineError
 from rag_serving.mcp.auth import (
     LOCAL_ACCESS,
     Access,

@@ -20,7 +20,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BeforeValidator, Field, Strict
 
-from rag_serving.errors import RaglineError
+from rag_sources.errors import RaglineError
 from rag_serving.mcp.auth import Access
 from rag_serving.mcp.models import (
     ListSourcesOutput,

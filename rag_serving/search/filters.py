@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from rag_serving.errors import FilterError, QueryError
+from rag_sources.errors import FilterError, QueryError
 from rag_serving.index.store import sql_in, sql_string
 from rag_serving.suggest import did_you_mean
 

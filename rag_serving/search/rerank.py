@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rag_serving.errors import ConfigError, RaglineError
+from rag_sources.errors import ConfigError, RaglineError
 from rag_serving.providers import ProviderRegistry
 
 if TYPE_CHECKING:
