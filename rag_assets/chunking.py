@@ -59,7 +59,7 @@ __all__ = [
 
 # Bump whenever the chunk boundaries or embed texts can change for the same input.
 from rag_serving.embedders.base import CHUNKER_VERSION
-from rag_serving.limits import DEFAULT_LIMITS
+from rag_sources.limits import DEFAULT_LIMITS
 
 CountTokens = Callable[[Sequence[str]], list[int]]
 

@@ -36,7 +36,7 @@ from pydantic import (
 
 from rag_sources.errors import ConfigError
 from rag_serving.index.location import is_remote as is_remote_uri
-from rag_serving.limits import Limits
+from rag_sources.limits import Limits
 
 CONFIG_ENV = "RAGLINE_CONFIG"
 CONFIG_FILENAME = "ragline.toml"

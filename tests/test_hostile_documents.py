@@ -33,7 +33,7 @@ from rag_assets.formats.model import (
     options_for,
 )
 from rag_assets.formats.router import file_type, parse_bytes, parse_file
-from rag_serving.limits import Limits
+from rag_sources.limits import Limits
 from tests.format_fixtures import (
     forge_declared_size,
     make_docx,
@@ -110,7 +110,7 @@ PARSE_IN_CHILD = """
 from pathlib import Path
 from rag_assets.formats.model import ItemError, ItemSkipped, options_for
 from rag_assets.formats.router import file_type, parse_file
-from rag_serving.limits import Limits
+from rag_sources.limits import Limits
 path = Path({path!r})
 options = options_for(Limits(**{limits!r}), allow_deferred_work={deferred!r})
 try:

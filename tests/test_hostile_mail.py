@@ -19,7 +19,7 @@ import pytest
 from rag_assets.formats.model import ItemSkipped, ParseOptions
 from rag_assets.sources.mail import MailKind
 from rag_serving.config import MailSourceConfig, RaglineConfig, parse_config_file
-from rag_serving.limits import Limits
+from rag_sources.limits import Limits
 from rag_serving.mailstore.listing import scan_mail
 from rag_serving.mailstore.mbox import split_mbox
 from rag_serving.mailstore.message import read_message

@@ -10,7 +10,7 @@ import pytest
 from rag_assets.sources import source_kind
 from rag_serving.config import parse_config_file
 from rag_sources.errors import ConfigError
-from rag_serving.limits import Limits
+from rag_sources.limits import Limits
 
 SOURCES = """
 [[sources]]

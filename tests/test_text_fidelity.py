@@ -273,7 +273,7 @@ def test_ocr_renders_no_more_pixels_than_the_cap(tmp_path: Path) -> None:
         import rag_assets.formats.pdf
         from rag_assets.formats.model import options_for
         from rag_assets.formats.router import parse_file
-        from rag_serving.limits import Limits
+        from rag_sources.limits import Limits
         options = options_for(Limits(max_image_pixels=4_000_000))  # 200 dpi: 2000 × 2000
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         doc = parse_file(Path({str(tmp_path / "scan.pdf")!r}), "scan.pdf", "pdf", options)

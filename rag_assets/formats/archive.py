@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from rag_assets.formats.model import ItemError, ItemSkipped
-from rag_serving.limits import Limits
+from rag_sources.limits import Limits
 
 __all__ = ["ZIP_ERRORS", "check_archive", "size_text"]
 

@@ -32,7 +32,7 @@ from rag_assets.formats.text import (
     markdown_safe,
 )
 from rag_serving.charsets import decode_declared, markup_charset
-from rag_serving.limits import DEFAULT_LIMITS
+from rag_sources.limits import DEFAULT_LIMITS
 
 __all__ = ["HtmlText", "decode_html", "html_text", "parse_html"]
 

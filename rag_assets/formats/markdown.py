@@ -37,7 +37,7 @@ from rag_assets.formats.model import (
     json_safe,
 )
 from rag_serving.config import ATTACHMENT_SUFFIXES
-from rag_serving.limits import DEFAULT_LIMITS
+from rag_sources.limits import DEFAULT_LIMITS
 
 __all__ = [
     "Link",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from typing import Any
 
-from rag_serving.limits import DEFAULT_LIMITS, Limits
+from rag_sources.limits import DEFAULT_LIMITS, Limits
 
 __all__ = [
     "BodyBuilder",

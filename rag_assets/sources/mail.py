@@ -46,7 +46,7 @@ from rag_assets.formats.text import cap_text
 from rag_assets.sources.base import ItemStat, SourceKind
 from rag_serving.config import MailSourceConfig
 from rag_sources.errors import SourceUnavailableError
-from rag_serving.limits import DEFAULT_LIMITS
+from rag_sources.limits import DEFAULT_LIMITS
 from rag_serving.mailstore.listing import (
     MAILDIR_PARTS,
     MailboxChanged,

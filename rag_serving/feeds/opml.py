@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rag_sources.errors import SourceUnavailableError
-from rag_serving.limits import DEFAULT_LIMITS
+from rag_sources.limits import DEFAULT_LIMITS
 
 _WEB = re.compile(r"^https?://", re.IGNORECASE)
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")

@@ -29,7 +29,7 @@ from feedparser.datetimes import _parse_date
 from rag_serving.charsets import codec_for, decode_declared
 from rag_serving.feeds.discover import feed_links, is_web_page
 from rag_serving.feeds.fetch import quoted
-from rag_serving.limits import DEFAULT_LIMITS
+from rag_sources.limits import DEFAULT_LIMITS
 
 _TAG = re.compile(r"<[^>]+>")
 _WEB = re.compile(r"^https?://", re.IGNORECASE)

@@ -7,7 +7,7 @@ iso-8859-1 as windows-1252), and as UTF-8 where the label is unknown or stale
 (``rag_serving.charsets``). ``read_message`` raises ``MessageError`` only when nothing of
 the message can be read.
 
-Every message is bounded (``rag_serving.limits.Limits``): a header block over
+Every message is bounded (``rag_sources.limits.Limits``): a header block over
 ``max_header_bytes`` makes it a problem before anything is parsed; the parser is fed
 in small pieces and stopped (the message read up to there, with a warning) at
 ``max_nesting_depth`` or when the lines read, or the boundary tests nested parts
@@ -39,7 +39,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from rag_serving.charsets import decode_declared, markup_charset
-from rag_serving.limits import DEFAULT_LIMITS, Limits
+from rag_sources.limits import DEFAULT_LIMITS, Limits
 
 # attachment file suffixes the document parsers read (rag_assets.formats.router)
 ATTACHMENT_SUFFIXES = frozenset(
