@@ -18,7 +18,7 @@ from lxml import etree
 
 from rag_assets.formats.model import ParsedDocument, ParseOptions
 from rag_assets.formats.router import parse_file
-from rag_serving.charsets import codec_for, decode_declared
+from rag_sources.charsets import codec_for, decode_declared
 from rag_serving.config import FeedsSourceConfig, RaglineConfig
 from rag_serving.feeds import archive
 from rag_serving.feeds.archive import list_archived_entries

@@ -31,7 +31,7 @@ from rag_assets.formats.text import (
     heading_line,
     markdown_safe,
 )
-from rag_serving.charsets import decode_declared, markup_charset
+from rag_sources.charsets import decode_declared, markup_charset
 from rag_sources.limits import DEFAULT_LIMITS
 
 __all__ = ["HtmlText", "decode_html", "html_text", "parse_html"]
@@ -102,7 +102,7 @@ def decode_html(data: bytes, warnings: list[str]) -> str:
     (``<?xml encoding>``, ``<meta charset>``; WHATWG labels, so gb2312 reads as GB18030),
     else UTF-8, with bad bytes replaced. A declaration that the bytes contradict while
     they are valid UTF-8 is stale: the page is read as UTF-8, with a warning saying so
-    (``rag_serving.charsets``)."""
+    (``rag_sources.charsets``)."""
     for bom, codec in (
         (codecs.BOM_UTF8, "utf-8"),
         (codecs.BOM_UTF16_LE, "utf-16-le"),

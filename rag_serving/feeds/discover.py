@@ -14,7 +14,7 @@ import codecs
 import re
 from urllib.parse import urljoin, urlsplit
 
-from rag_serving.charsets import decode_declared, markup_charset
+from rag_sources.charsets import decode_declared, markup_charset
 
 __all__ = ["feed_links", "is_web_page"]
 

@@ -26,7 +26,7 @@ from typing import Any
 import feedparser
 from feedparser.datetimes import _parse_date
 
-from rag_serving.charsets import codec_for, decode_declared
+from rag_sources.charsets import codec_for, decode_declared
 from rag_serving.feeds.discover import feed_links, is_web_page
 from rag_serving.feeds.fetch import quoted
 from rag_sources.limits import DEFAULT_LIMITS
@@ -125,7 +125,7 @@ def _as_browsers_read(
     charset (the HTTP ``charset``, else the XML declaration's): a stale declaration
     on bytes that are valid UTF-8, or a label the WHATWG table reads otherwise than
     Python's codec of that name (iso-8859-1 as windows-1252, shift_jis as windows-31j;
-    ``rag_serving.charsets``). Anything else is left to feedparser, whose fallbacks
+    ``rag_sources.charsets``). Anything else is left to feedparser, whose fallbacks
     (declared UTF-8 that is windows-1252) are kept. Returns (content, headers, warning)."""
     if content.startswith(_BOMS):
         return content, headers, None

@@ -4,7 +4,7 @@ Every read is guarded: a broken header is read raw (decoded with replacement), a
 broken MIME part is passed over with a warning. Parts and RFC 2047 words are read in
 their charsets as mail readers read them (WHATWG labels: gb2312 as GB18030,
 iso-8859-1 as windows-1252), and as UTF-8 where the label is unknown or stale
-(``rag_serving.charsets``). ``read_message`` raises ``MessageError`` only when nothing of
+(``rag_sources.charsets``). ``read_message`` raises ``MessageError`` only when nothing of
 the message can be read.
 
 Every message is bounded (``rag_sources.limits.Limits``): a header block over
@@ -38,7 +38,7 @@ from email.policy import EmailPolicy
 from pathlib import PurePosixPath
 from typing import Any
 
-from rag_serving.charsets import decode_declared, markup_charset
+from rag_sources.charsets import decode_declared, markup_charset
 from rag_sources.limits import DEFAULT_LIMITS, Limits
 
 # attachment file suffixes the document parsers read (rag_assets.formats.router)
@@ -393,7 +393,7 @@ def _word_bytes(encoding: str, text: str) -> bytes:
 def _decode_words(value: str) -> str:
     """A header value with its RFC 2047 words decoded in their charsets as mail
     readers read them (WHATWG labels: gb2312 as GB18030, iso-8859-1 as windows-1252;
-    ``rag_serving.charsets``), and as UTF-8 where the label is stale. Adjacent words in
+    ``rag_sources.charsets``), and as UTF-8 where the label is stale. Adjacent words in
     one charset are joined before decoding: a character may be split between them."""
     value = _FOLD.sub("", value)
     out: list[str] = []
@@ -556,7 +556,7 @@ def _date(msg: Message, warnings: list[str]) -> datetime | None:
 def _text_of(part: Message, warnings: list[str]) -> str:
     """A text part's content in its declared charset as mail readers read it (WHATWG
     labels, an HTML part's ``<meta charset>`` when the part names none), or as UTF-8
-    where the label is unknown or stale (``rag_serving.charsets``)."""
+    where the label is unknown or stale (``rag_sources.charsets``)."""
     try:
         payload = part.get_payload(decode=True)
     except (ValueError, AssertionError, LookupError, TypeError):
