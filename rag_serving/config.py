@@ -34,8 +34,8 @@ from pydantic import (
     model_validator,
 )
 
-from rag_sources.errors import ConfigError
 from rag_serving.index.location import is_remote as is_remote_uri
+from rag_sources.errors import ConfigError
 from rag_sources.limits import Limits
 
 CONFIG_ENV = "RAGLINE_CONFIG"

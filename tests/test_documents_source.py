@@ -15,9 +15,9 @@ import pymupdf
 import pytest
 
 from rag_serving.config import RaglineConfig, parse_config_file
-from rag_sources.errors import FilterError
 from rag_serving.search import SearchEngine, SearchFilters
 from rag_serving.status import index_status
+from rag_sources.errors import FilterError
 from tests.conftest import SHARED_DATA, write_config
 
 pytestmark = pytest.mark.shared_data

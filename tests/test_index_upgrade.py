@@ -17,8 +17,8 @@ import pytest
 
 from rag_assets.formats.router import PARSER_VERSIONS
 from rag_serving.config import parse_config_file
-from rag_sources.errors import IndexNeedsUpgradeError
 from rag_serving.search import SearchEngine, SearchFilters
+from rag_sources.errors import IndexNeedsUpgradeError
 from ragline.indexing import index_sources
 from tests.conftest import write_config
 

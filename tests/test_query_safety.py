@@ -12,7 +12,6 @@ import pytest
 from click.testing import CliRunner, Result
 
 from rag_serving.config import RaglineConfig
-from rag_sources.errors import FilterError, QueryError
 from rag_serving.index.fulltext import FulltextIndex
 from rag_serving.search import SearchEngine, SearchFilters
 from rag_serving.search.filters import (
@@ -21,6 +20,7 @@ from rag_serving.search.filters import (
     normalize_path_prefix,
     parse_date,
 )
+from rag_sources.errors import FilterError, QueryError
 from ragline.cli import cli
 from tests.conftest import build_index, write_config
 

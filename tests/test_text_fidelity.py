@@ -30,11 +30,11 @@ from rag_assets.formats.model import ItemSkipped, ParsedDocument, ParseOptions
 from rag_assets.formats.router import file_type, parse_file
 from rag_assets.formats.text import UNREADABLE, text_quality, without_unreadable
 from rag_serving.config import RaglineConfig, parse_config_file
-from rag_sources.errors import IndexNeedsUpgradeError
 from rag_serving.index.analysis import analyze, fold_compatibility, is_stop_word
 from rag_serving.index.layout import IndexLayout
 from rag_serving.index.manifest import read_manifest
 from rag_serving.search import SearchEngine
+from rag_sources.errors import IndexNeedsUpgradeError
 from tests.conftest import SHARED_DATA, build_index, write_config
 
 PDF_ROOT = SHARED_DATA / "corpora" / "pdf"

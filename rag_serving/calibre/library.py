@@ -56,8 +56,8 @@ from urllib.parse import quote
 from wcmatch import glob
 
 from rag_serving.config import CalibreSourceConfig
-from rag_sources.errors import ConfigError, SourceUnavailableError
 from rag_serving.listing import ListedItem
+from rag_sources.errors import ConfigError, SourceUnavailableError
 
 METADATA_DB = "metadata.db"
 WAL_SUFFIX = "-wal"

@@ -11,7 +11,6 @@ import threading
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from rag_sources.errors import FilterError
 from rag_serving.mcp.auth import Access
 from rag_serving.mcp.models import Hit, SearchOutput
 from rag_serving.search.engine import Mode, SearchEngine, SearchHit, is_stale
@@ -21,6 +20,7 @@ from rag_serving.search.filters import (
     parse_date,
     validate_filters,
 )
+from rag_sources.errors import FilterError
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ from rag_serving.config import (
 )
 from rag_serving.embedders import Embedder, create_embedder
 from rag_serving.embedders.base import EmbedderFingerprint
-from rag_sources.errors import EmbedderMismatchError, FilterError, IndexNotBuiltError
 from rag_serving.index.fulltext import Bm25Hit, FulltextIndex
 from rag_serving.index.layout import IndexLayout, RemoteManifest
 from rag_serving.index.manifest import (
@@ -54,6 +53,7 @@ from rag_serving.search.vectors import InMemoryVectors
 from rag_serving.search.weights import list_weights
 from rag_serving.status import scanned_after
 from rag_serving.suggest import did_you_mean
+from rag_sources.errors import EmbedderMismatchError, FilterError, IndexNotBuiltError
 
 Mode = Literal["hybrid", "bm25", "vector"]
 MODES: tuple[Mode, ...] = ("hybrid", "bm25", "vector")
