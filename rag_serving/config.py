@@ -155,7 +155,7 @@ class SearchConfig(_Strict):
 
 def _close(name: str, candidates: Iterable[str], limit: int = 3) -> str:
     """'; did you mean ...?' for close matches of ``name``, else nothing."""
-    from rag_serving.suggest import close_matches
+    from rag_sources.suggest import close_matches
 
     matches = close_matches(name, candidates, limit)
     return f"; did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
@@ -814,7 +814,7 @@ class RaglineConfig(_Strict):
         for source in self.sources:
             if source.name == name:
                 return source
-        from rag_serving.suggest import did_you_mean
+        from rag_sources.suggest import did_you_mean
 
         raise ConfigError(
             f"unknown source {name!r}{did_you_mean(name, [s.name for s in self.sources])}"

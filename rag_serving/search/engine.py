@@ -52,8 +52,8 @@ from rag_serving.search.rows import RowLocator
 from rag_serving.search.vectors import InMemoryVectors
 from rag_serving.search.weights import list_weights
 from rag_serving.status import scanned_after
-from rag_serving.suggest import did_you_mean
 from rag_sources.errors import EmbedderMismatchError, FilterError, IndexNotBuiltError
+from rag_sources.suggest import did_you_mean
 
 Mode = Literal["hybrid", "bm25", "vector"]
 MODES: tuple[Mode, ...] = ("hybrid", "bm25", "vector")

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from rag_serving.index.store import sql_in, sql_string
-from rag_serving.suggest import did_you_mean
 from rag_sources.errors import FilterError, QueryError
+from rag_sources.suggest import did_you_mean
 
 # Longest query accepted, in characters. The embedder reads only the first ~1,000
 # characters (256 tokens) and BM25 gains nothing from a pasted page, while a 1 MB
