@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rag_serving.config import FileSourceConfig
+from rag_sources.config import FileSourceConfig
 
 
 @dataclass(frozen=True)

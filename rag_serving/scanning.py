@@ -35,7 +35,7 @@ from pathlib import Path, PurePosixPath
 
 from wcmatch import glob
 
-from rag_serving.config import FileSourceConfig
+from rag_sources.config import FileSourceConfig
 from rag_sources.errors import ConfigError, SourceUnavailableError
 
 _FLAGS = glob.GLOBSTAR | glob.DOTGLOB

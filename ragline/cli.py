@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 
 import click
 
-from rag_serving.config import MISSING_SOURCE_HINT as _MISSING_HINT
 from rag_serving.config import SOURCE_KINDS, RaglineConfig, load_config
+from rag_sources.config import MISSING_SOURCE_HINT as _MISSING_HINT
 from rag_sources.errors import RaglineError
 
 F = TypeVar("F", bound=Callable[..., Any])

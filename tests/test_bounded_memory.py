@@ -23,16 +23,12 @@ from rag_assets.stages.embed import embed_source, target_generation
 from rag_assets.stages.fulltext import sync_fulltext
 from rag_assets.stages.parse import parse_source
 from rag_assets.stages.scan import scan_source
-from rag_serving.config import (
-    ChunkingConfig,
-    MarkdownSourceConfig,
-    OllamaConfig,
-    SentenceTransformersConfig,
-)
+from rag_serving.config import ChunkingConfig, OllamaConfig, SentenceTransformersConfig
 from rag_serving.embedders import Embedder, create_embedder
 from rag_serving.embedders.sentence_transformers import TOKENIZE_SLICE
 from rag_serving.index import schema as schemas
 from rag_serving.index.store import IndexStore
+from rag_sources.kinds.markdown.config import MarkdownSourceConfig
 from tests.conftest import HELP_VAULT
 from tests.embed_recorder import Recorder
 from tests.ollama_standin import OllamaStandIn

@@ -26,13 +26,14 @@ from rag_assets.sources import source_kind
 from rag_assets.sources.calibre import CalibreKind
 from rag_serving.calibre import library
 from rag_serving.calibre.library import READABLE_FORMATS, list_books, read_books
-from rag_serving.config import CalibreSourceConfig, RaglineConfig, parse_config_file
+from rag_serving.config import RaglineConfig, parse_config_file
 from rag_serving.index.store import sql_string
 from rag_serving.listing import list_source_items
 from rag_serving.search import SearchFilters
 from rag_serving.search.engine import SearchEngine
 from rag_serving.status import index_status
 from rag_sources.errors import SourceUnavailableError
+from rag_sources.kinds.calibre.config import CalibreSourceConfig
 from ragline.indexing import index_sources
 from tests.calibre_library import (
     CALIBREDB,

@@ -15,7 +15,6 @@ from pathlib import Path
 import httpcore
 import pytest
 
-from rag_serving.config import FeedsSourceConfig
 from rag_serving.feeds import archive
 from rag_serving.feeds import fetch as fetch_module
 from rag_serving.feeds.archive import FeedSpec, FeedState, list_archived_entries
@@ -32,6 +31,7 @@ from rag_serving.feeds.opml import read_opml
 from rag_serving.feeds.parse import Entry, parse_feed
 from rag_serving.feeds.poll import refresh_feeds
 from rag_sources.errors import SourceUnavailableError
+from rag_sources.kinds.feeds.config import FeedsSourceConfig
 from tests.feed_server import FeedServer, lan_address, rss, zeros_gzip
 
 GOOD = rss("Good", "Zebras cross the river", "Volcano wakes")

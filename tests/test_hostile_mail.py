@@ -18,7 +18,7 @@ import pytest
 
 from rag_assets.formats.model import ItemSkipped, ParseOptions
 from rag_assets.sources.mail import MailKind
-from rag_serving.config import MailSourceConfig, RaglineConfig, parse_config_file
+from rag_serving.config import RaglineConfig, parse_config_file
 from rag_serving.mailstore.listing import scan_mail
 from rag_serving.mailstore.mbox import split_mbox
 from rag_serving.mailstore.message import read_message
@@ -27,6 +27,7 @@ from rag_serving.mcp.documents import normalize_path
 from rag_serving.mcp.service import RaglineService
 from rag_serving.search.engine import SearchEngine
 from rag_serving.status import index_status
+from rag_sources.kinds.mail.config import MailSourceConfig
 from rag_sources.limits import Limits
 from ragline.indexing import index_sources
 from tests.conftest import write_config

@@ -36,7 +36,7 @@ from rag_assets.formats.model import (
     ParseOptions,
     json_safe,
 )
-from rag_serving.config import ATTACHMENT_SUFFIXES
+from rag_sources.config import ATTACHMENT_SUFFIXES
 from rag_sources.limits import DEFAULT_LIMITS
 
 __all__ = [

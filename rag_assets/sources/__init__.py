@@ -16,8 +16,8 @@ from rag_assets.sources.feeds import FeedsKind
 from rag_assets.sources.git import GitKind
 from rag_assets.sources.mail import MailKind
 from rag_assets.sources.markdown import MarkdownKind
-from rag_serving.config import FileSourceConfig
 from rag_serving.index.layout import IndexLayout
+from rag_sources.config import FileSourceConfig
 
 KINDS: dict[str, type[SourceKind]] = {
     MarkdownKind.name: MarkdownKind,

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 from rag_assets.chunking import Chunk, CountTokens
 from rag_assets.formats.model import ParsedDocument, ParseOptions, options_for
-from rag_serving.config import FileSourceConfig
+from rag_sources.config import FileSourceConfig
 
 
 @dataclass(frozen=True)

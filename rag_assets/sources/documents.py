@@ -4,7 +4,7 @@ EPUB, text, Markdown and images — each file routed to its parser by type."""
 from __future__ import annotations
 
 from rag_assets.sources.files import FileSourceKind
-from rag_serving.config import DocumentsSourceConfig
+from rag_sources.kinds.documents.config import DocumentsSourceConfig
 
 
 class DocumentsKind(FileSourceKind):

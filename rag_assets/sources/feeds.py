@@ -23,12 +23,12 @@ from rag_assets.formats.html import html_text
 from rag_assets.formats.model import BodyBuilder, ItemError, ParsedDocument, ParseOptions
 from rag_assets.formats.text import cap_text
 from rag_assets.sources.base import ItemStat, SourceKind
-from rag_serving.config import FeedsSourceConfig
 from rag_serving.feeds import archive
 from rag_serving.feeds.archive import FeedSpec, FeedState
 from rag_serving.feeds.fetch import feed_label
 from rag_serving.feeds.parse import Entry
 from rag_serving.feeds.poll import RefreshReport, refresh_feeds
+from rag_sources.kinds.feeds.config import FeedsSourceConfig
 
 ENTRY_PARSER = "entry/1"
 TITLE_CHARS = 120  # an untitled entry is named after the start of its text

@@ -45,7 +45,6 @@ from rag_assets.formats.model import (
 )
 from rag_assets.formats.text import cap_text, decode_text
 from rag_assets.sources.base import DocumentView, ItemStat, SourceKind
-from rag_serving.config import GitSourceConfig
 from rag_serving.git_source import (
     COMMIT_PREFIX,
     commit_sha,
@@ -55,6 +54,7 @@ from rag_serving.git_source import (
 )
 from rag_serving.gitrepo.repository import CommitInfo, GitRepository, RepositoryError
 from rag_serving.gitrepo.rules import content_skip_reason
+from rag_sources.kinds.git.config import GitSourceConfig
 
 # 2: subject capped as title and heading, message at max_chars; 3: dated by the author
 # date everywhere, the committer and commit date shown when they differ

@@ -44,7 +44,6 @@ from rag_assets.formats.model import (
 )
 from rag_assets.formats.text import cap_text
 from rag_assets.sources.base import ItemStat, SourceKind
-from rag_serving.config import MailSourceConfig
 from rag_serving.mailstore.listing import (
     MAILDIR_PARTS,
     MailboxChanged,
@@ -64,6 +63,7 @@ from rag_serving.mailstore.message import (
 from rag_serving.mailstore.quotes import QUOTE, SIGNATURE, split_text
 from rag_serving.scanning import OutsideSourceError
 from rag_sources.errors import SourceUnavailableError
+from rag_sources.kinds.mail.config import MailSourceConfig
 from rag_sources.limits import DEFAULT_LIMITS
 
 MESSAGE_PARSER = "email/4"  # 2: refers: facets; 3: HTML quotes; 4: WHATWG charsets

@@ -4,7 +4,7 @@ attachments the source names (PDFs by default), parsed by the document parsers."
 from __future__ import annotations
 
 from rag_assets.sources.files import FileSourceKind
-from rag_serving.config import MarkdownSourceConfig
+from rag_sources.kinds.markdown.config import MarkdownSourceConfig
 
 
 class MarkdownKind(FileSourceKind):

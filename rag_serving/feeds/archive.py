@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from rag_serving.config import FeedsSourceConfig
 from rag_serving.feeds.fetch import feed_label, is_local, local_path, quoted
 from rag_serving.feeds.opml import read_opml
 from rag_serving.feeds.parse import Entry
 from rag_serving.listing import ListedItem
+from rag_sources.kinds.feeds.config import FeedsSourceConfig
 
 ARCHIVE_VERSION = 1
 FEEDS_FOLDER = "feeds"

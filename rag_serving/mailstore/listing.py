@@ -41,7 +41,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from rag_serving.config import MailSourceConfig
 from rag_serving.listing import ListedItem
 from rag_serving.mailstore.mbox import MboxSpan, looks_like_mbox, message_bytes, split_mbox
 from rag_serving.mailstore.message import header_message_id, message_key_id, message_outline
@@ -54,6 +53,7 @@ from rag_serving.scanning import (
     source_root,
 )
 from rag_sources.errors import SourceUnavailableError
+from rag_sources.kinds.mail.config import MailSourceConfig
 
 CACHE_VERSION = 1
 ROOT_FOLDER = "Inbox"  # the folder of messages at the top of the source (Maildir++'s name)

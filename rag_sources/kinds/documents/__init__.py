@@ -1,0 +1,1 @@
+"""A folder of documents: PDF, office files, HTML, EPUB, text, images."""

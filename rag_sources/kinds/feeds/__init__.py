@@ -1,0 +1,1 @@
+"""RSS, Atom and JSON Feed feeds, archived as they are fetched."""

@@ -1,0 +1,1 @@
+"""A git repository: the files of one ref and its commits."""

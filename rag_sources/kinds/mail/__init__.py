@@ -1,0 +1,1 @@
+"""Mail: mbox files, Maildirs, .eml and .emlx files."""

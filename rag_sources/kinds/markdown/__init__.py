@@ -1,0 +1,1 @@
+"""Markdown notes, e.g. an Obsidian vault, with their attachments."""
