@@ -13,10 +13,10 @@ from rag_serving.index.layout import IndexLayout
 from rag_serving.index.manifest import read_manifest
 from rag_serving.index.store import IndexStore, sql_string
 from rag_serving.listing import LISTED_KINDS, list_source_items
-from rag_serving.scanning import PendingChanges, iter_source_files, pending_changes
 from rag_sources.config import FileSourceConfig
 from rag_sources.errors import RaglineError
 from rag_sources.kinds.git.config import GitSourceConfig
+from rag_sources.scanning import PendingChanges, iter_source_files, pending_changes
 
 
 @dataclass(frozen=True)

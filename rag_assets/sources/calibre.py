@@ -41,8 +41,8 @@ from rag_assets.sources.base import ItemStat, SourceKind
 from rag_assets.sources.files import source_file_sha256
 from rag_serving.calibre import library
 from rag_serving.calibre.library import Book
-from rag_serving.scanning import OutsideSourceError, pinned_source_file
 from rag_sources.kinds.calibre.config import CalibreSourceConfig
+from rag_sources.scanning import OutsideSourceError, pinned_source_file
 
 BOOK_PARSER = "calibre/1"
 ABOUT_ANCHOR = "about"

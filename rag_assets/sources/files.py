@@ -12,7 +12,7 @@ from pathlib import Path
 from rag_assets.formats import router
 from rag_assets.formats.model import ItemSkipped, ParsedDocument, ParseOptions, options_for
 from rag_assets.sources.base import ChangedItems, ItemStat, SourceKind
-from rag_serving.scanning import (
+from rag_sources.scanning import (
     FileStat,
     OutsideSourceError,
     iter_source_files,

@@ -61,10 +61,10 @@ from rag_serving.mailstore.message import (
     record_json,
 )
 from rag_serving.mailstore.quotes import QUOTE, SIGNATURE, split_text
-from rag_serving.scanning import OutsideSourceError
 from rag_sources.errors import SourceUnavailableError
 from rag_sources.kinds.mail.config import MailSourceConfig
 from rag_sources.limits import DEFAULT_LIMITS
+from rag_sources.scanning import OutsideSourceError
 
 MESSAGE_PARSER = "email/4"  # 2: refers: facets; 3: HTML quotes; 4: WHATWG charsets
 ATTACHMENT_PARSER = "mail-attachment/1"

@@ -25,8 +25,8 @@ from rag_assets.stages.result import StageResult, utcnow
 from rag_serving.index import schema as schemas
 from rag_serving.index.ids import doc_id
 from rag_serving.index.store import IndexStore, sql_in, sql_string
-from rag_serving.scanning import display_path
 from rag_sources.errors import SourceUnavailableError
+from rag_sources.scanning import display_path
 
 # ``files.fingerprint`` of an item with a problem → (severity, whether what the index
 # holds for the item is kept).

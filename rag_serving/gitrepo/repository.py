@@ -12,7 +12,7 @@ Conventions:
 - Paths are git's bytes decoded as UTF-8; bytes that are not UTF-8 become surrogate
   escapes (as ``os.fsdecode`` does on Linux), so such a path still round-trips to its
   bytes and ``rules.path_skip_reason`` reports it ("file name is not valid UTF-8").
-  ``rag_serving.scanning.display_path`` turns it into printable text.
+  ``rag_sources.scanning.display_path`` turns it into printable text.
 - A path with a ``.git`` component (which git itself refuses to check out) is never
   listed.
 - One ``GitRepository`` is for one thread at a time (libgit2 objects are not shared

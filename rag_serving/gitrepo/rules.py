@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from rag_serving.scanning import is_valid_text
+from rag_sources.scanning import is_valid_text
 
 # Folders whose files are third-party code (any path component, exact case).
 VENDORED_FOLDERS: frozenset[str] = frozenset(

@@ -44,7 +44,9 @@ from typing import Any
 from rag_serving.listing import ListedItem
 from rag_serving.mailstore.mbox import MboxSpan, looks_like_mbox, message_bytes, split_mbox
 from rag_serving.mailstore.message import header_message_id, message_key_id, message_outline
-from rag_serving.scanning import (
+from rag_sources.errors import SourceUnavailableError
+from rag_sources.kinds.mail.config import MailSourceConfig
+from rag_sources.scanning import (
     ERROR,
     FileStat,
     OutsideSourceError,
@@ -52,8 +54,6 @@ from rag_serving.scanning import (
     open_source_file,
     source_root,
 )
-from rag_sources.errors import SourceUnavailableError
-from rag_sources.kinds.mail.config import MailSourceConfig
 
 CACHE_VERSION = 1
 ROOT_FOLDER = "Inbox"  # the folder of messages at the top of the source (Maildir++'s name)
