@@ -58,8 +58,8 @@ __all__ = [
 ]
 
 # Bump whenever the chunk boundaries or embed texts can change for the same input.
-from rag_serving.embedders.base import CHUNKER_VERSION
 from rag_sources.limits import DEFAULT_LIMITS
+from rag_sources.versions import CHUNKER_VERSION
 
 CountTokens = Callable[[Sequence[str]], list[int]]
 

@@ -18,7 +18,6 @@ from functools import cache
 from pathlib import Path, PurePosixPath
 
 from rag_assets.formats.model import ItemError, ItemSkipped, ParsedDocument, ParseOptions
-from rag_serving.search.filters import TYPE_ALIASES as FILTER_TYPE_ALIASES
 
 # extension (lowercase, with the dot) -> file type
 FILE_TYPES: dict[str, str] = {
@@ -67,9 +66,6 @@ PARSER_VERSIONS: dict[str, str] = {
     "jpg": "jpg/2",
     "tiff": "tiff/2",  # 2: also at most [limits] max_image_frames frames
 }
-
-# names people use for a type -> the type (for `--type`); search validates them too
-TYPE_ALIASES = FILTER_TYPE_ALIASES
 
 # types whose parse may run OCR (costly work that a first pass defers)
 OCR_TYPES: tuple[str, ...] = ("pdf", "png", "jpg", "tiff")

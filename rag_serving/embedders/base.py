@@ -8,9 +8,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-# Bump when chunk boundaries or the text given to the embedder change: the index
-# records it, and a different value means the index must be rebuilt.
-CHUNKER_VERSION = "md-headings-1"
+from rag_sources.versions import CHUNKER_VERSION
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 from rag_serving.index.store import sql_in, sql_string
 from rag_sources.errors import FilterError, QueryError
+from rag_sources.filetypes import TYPE_ALIASES
 from rag_sources.suggest import did_you_mean
 
 # Longest query accepted, in characters. The embedder reads only the first ~1,000
@@ -18,19 +19,6 @@ MAX_QUERY_CHARS = 4_000
 # Longest path filter: a path on Linux is at most 4,096 bytes.
 MAX_PATH_FILTER_CHARS = 4_096
 
-# Other names people use for a file type (``--type markdown`` is ``md``).
-TYPE_ALIASES = {
-    "markdown": "md",
-    "jpeg": "jpg",
-    "tif": "tiff",
-    "htm": "html",
-    "xhtml": "html",
-    "yml": "yaml",
-    "text": "txt",
-    "log": "txt",
-    "tsv": "csv",
-    "xlsm": "xlsx",
-}
 # Other names people use for a code language (``--language py`` is ``python``). A code
 # file's type is its language, so ``--type py`` is ``python`` too; no key here is a
 # type an indexed file can have (a file ending in ``.py`` has type ``python``).
