@@ -45,8 +45,8 @@ def _ocr_seconds_per_page(pages: int) -> dict[str, float]:
     """Render real paper pages to images, OCR them through the PDF parser."""
     import pymupdf
 
-    from rag_assets.formats.model import ParseOptions
-    from rag_assets.formats.router import parse_file
+    from rag_sources.formats.model import ParseOptions
+    from rag_sources.formats.router import parse_file
 
     work = Path(tempfile.mkdtemp(prefix="ragline-ocr-"))
     source = pymupdf.open(OCR_PAPER)

@@ -42,7 +42,7 @@ from typing import Any
 
 from markdown_it.token import Token
 
-from rag_assets.formats.markdown import ParsedNote, block_tokens, line_offsets
+from rag_sources.formats.markdown import ParsedNote, block_tokens, line_offsets
 
 __all__ = [
     "CHUNKER_VERSION",

@@ -15,7 +15,6 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from rag_assets.formats.markdown import block_tokens, parse_markdown
 from rag_assets.sources import source_kind
 from rag_assets.stages import chunk as chunk_stage
 from rag_assets.stages.chunk import chunk_source, row_batches
@@ -28,6 +27,7 @@ from rag_serving.embedders import Embedder, create_embedder
 from rag_serving.embedders.sentence_transformers import TOKENIZE_SLICE
 from rag_serving.index import schema as schemas
 from rag_serving.index.store import IndexStore
+from rag_sources.formats.markdown import block_tokens, parse_markdown
 from rag_sources.kinds.markdown.config import MarkdownSourceConfig
 from tests.conftest import HELP_VAULT
 from tests.embed_recorder import Recorder

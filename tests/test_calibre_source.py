@@ -20,8 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from rag_assets.formats import router
-from rag_assets.formats.model import ItemSkipped, ParseOptions
 from rag_assets.sources import source_kind
 from rag_assets.sources.calibre import CalibreKind
 from rag_serving.calibre import library
@@ -33,6 +31,8 @@ from rag_serving.search import SearchFilters
 from rag_serving.search.engine import SearchEngine
 from rag_serving.status import index_status
 from rag_sources.errors import SourceUnavailableError
+from rag_sources.formats import router
+from rag_sources.formats.model import ItemSkipped, ParseOptions
 from rag_sources.kinds.calibre.config import CalibreSourceConfig
 from ragline.indexing import index_sources
 from tests.calibre_library import (

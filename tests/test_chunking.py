@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from rag_assets.chunking import Chunk, chunk_note, chunk_sections, heading_anchor
-from rag_assets.formats.markdown import ParsedNote, parse_markdown
-from rag_assets.formats.model import Section
+from rag_sources.formats.markdown import ParsedNote, parse_markdown
+from rag_sources.formats.model import Section
 from tests.tokenizer import Counter
 
 VAULT = (

@@ -265,7 +265,7 @@ def test_a_renamed_or_copied_pdf_is_neither_parsed_nor_embedded(library: dict[st
 def test_a_new_parser_version_reparses_only_its_type(
     library: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rag_assets.formats import router
+    from rag_sources.formats import router
 
     monkeypatch.setitem(router.PARSER_VERSIONS, "pptx", "pptx/99")
     metadata, _ = _run(library["config"])

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from rag_assets.formats.model import ItemSkipped, ParseOptions
 from rag_assets.sources.mail import MailKind
 from rag_serving.config import RaglineConfig, parse_config_file
 from rag_serving.mailstore.listing import scan_mail
@@ -27,6 +26,7 @@ from rag_serving.mcp.documents import normalize_path
 from rag_serving.mcp.service import RaglineService
 from rag_serving.search.engine import SearchEngine
 from rag_serving.status import index_status
+from rag_sources.formats.model import ItemSkipped, ParseOptions
 from rag_sources.kinds.mail.config import MailSourceConfig
 from rag_sources.limits import Limits
 from ragline.indexing import index_sources
@@ -390,7 +390,7 @@ def test_a_long_references_chain_keeps_its_root_and_last_ids_without_itself() ->
 
 
 def test_attachment_names_no_temp_file_can_carry_are_indexed(tmp_path: Path) -> None:
-    # issue 26 item 15: the temp writer of rag_assets.formats.router (80 four-byte
+    # issue 26 item 15: the temp writer of rag_sources.formats.router (80 four-byte
     # characters are 320 bytes, over a file name's 255).
     source = tmp_path / "mail"
     source.mkdir()

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rag_assets.chunking import Chunk, CountTokens
-from rag_assets.formats.model import ParsedDocument, ParseOptions, options_for
 from rag_sources.config import FileSourceConfig
+from rag_sources.formats.model import ParsedDocument, ParseOptions, options_for
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from rag_assets.formats import router
-from rag_assets.formats.model import (
+from rag_assets.sources.base import ItemStat, SourceKind
+from rag_assets.sources.files import source_file_sha256
+from rag_serving.calibre import library
+from rag_serving.calibre.library import Book
+from rag_sources.formats import router
+from rag_sources.formats.model import (
     ItemError,
     ItemSkipped,
     ParsedDocument,
@@ -37,10 +41,6 @@ from rag_assets.formats.model import (
     Section,
     options_for,
 )
-from rag_assets.sources.base import ItemStat, SourceKind
-from rag_assets.sources.files import source_file_sha256
-from rag_serving.calibre import library
-from rag_serving.calibre.library import Book
 from rag_sources.kinds.calibre.config import CalibreSourceConfig
 from rag_sources.scanning import OutsideSourceError, pinned_source_file
 
@@ -159,7 +159,7 @@ def comments_text(html: str | None, max_depth: int | None = None) -> str:
         return ""
     if "<" not in html:
         return html.strip()
-    from rag_assets.formats.html import html_text
+    from rag_sources.formats.html import html_text
 
     try:
         return html_text(html, boilerplate=False, max_depth=max_depth).text.strip()

@@ -19,15 +19,15 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
-from rag_assets.formats.html import html_text
-from rag_assets.formats.model import BodyBuilder, ItemError, ParsedDocument, ParseOptions
-from rag_assets.formats.text import cap_text
 from rag_assets.sources.base import ItemStat, SourceKind
 from rag_serving.feeds import archive
 from rag_serving.feeds.archive import FeedSpec, FeedState
 from rag_serving.feeds.fetch import feed_label
 from rag_serving.feeds.parse import Entry
 from rag_serving.feeds.poll import RefreshReport, refresh_feeds
+from rag_sources.formats.html import html_text
+from rag_sources.formats.model import BodyBuilder, ItemError, ParsedDocument, ParseOptions
+from rag_sources.formats.text import cap_text
 from rag_sources.kinds.feeds.config import FeedsSourceConfig
 
 ENTRY_PARSER = "entry/1"

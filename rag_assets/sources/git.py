@@ -34,16 +34,6 @@ from typing import Any
 from rag_assets.chunking import Chunk, CountTokens, cap_heading
 from rag_assets.code.chunker import CODE_CHUNKER_VERSION, chunk_code, parse_problem
 from rag_assets.code.languages import CODE_LANGUAGES, language_for
-from rag_assets.formats import router
-from rag_assets.formats.model import (
-    BodyBuilder,
-    ItemError,
-    ItemSkipped,
-    Link,
-    ParsedDocument,
-    ParseOptions,
-)
-from rag_assets.formats.text import cap_text, decode_text
 from rag_assets.sources.base import DocumentView, ItemStat, SourceKind
 from rag_serving.git_source import (
     COMMIT_PREFIX,
@@ -54,6 +44,16 @@ from rag_serving.git_source import (
 )
 from rag_serving.gitrepo.repository import CommitInfo, GitRepository, RepositoryError
 from rag_serving.gitrepo.rules import content_skip_reason
+from rag_sources.formats import router
+from rag_sources.formats.model import (
+    BodyBuilder,
+    ItemError,
+    ItemSkipped,
+    Link,
+    ParsedDocument,
+    ParseOptions,
+)
+from rag_sources.formats.text import cap_text, decode_text
 from rag_sources.kinds.git.config import GitSourceConfig
 
 # 2: subject capped as title and heading, message at max_chars; 3: dated by the author

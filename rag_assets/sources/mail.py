@@ -32,17 +32,6 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from rag_assets.formats import router
-from rag_assets.formats.html import cap_depth, html_text
-from rag_assets.formats.model import (
-    BodyBuilder,
-    ItemError,
-    ItemSkipped,
-    Link,
-    ParsedDocument,
-    ParseOptions,
-)
-from rag_assets.formats.text import cap_text
 from rag_assets.sources.base import ItemStat, SourceKind
 from rag_serving.mailstore.listing import (
     MAILDIR_PARTS,
@@ -62,6 +51,17 @@ from rag_serving.mailstore.message import (
 )
 from rag_serving.mailstore.quotes import QUOTE, SIGNATURE, split_text
 from rag_sources.errors import SourceUnavailableError
+from rag_sources.formats import router
+from rag_sources.formats.html import cap_depth, html_text
+from rag_sources.formats.model import (
+    BodyBuilder,
+    ItemError,
+    ItemSkipped,
+    Link,
+    ParsedDocument,
+    ParseOptions,
+)
+from rag_sources.formats.text import cap_text
 from rag_sources.kinds.mail.config import MailSourceConfig
 from rag_sources.limits import DEFAULT_LIMITS
 from rag_sources.scanning import OutsideSourceError

@@ -66,7 +66,7 @@ LOCK_WAIT_SECONDS = 2.0
 LOCK_ATTEMPTS = 2
 
 # Calibre format (a lowercased file extension) -> the file type whose parser reads it
-# (rag_assets.formats.router; tests check the two agree). Calibre's own formats with
+# (rag_sources.formats.router; tests check the two agree). Calibre's own formats with
 # no parser here (MOBI, AZW3, RTF, HTMLZ, CBZ, FB2…) are not read: a book with only
 # those is listed as skipped, saying so.
 READABLE_FORMATS: dict[str, str] = {

@@ -41,7 +41,7 @@ from typing import Any
 from rag_sources.charsets import decode_declared, markup_charset
 from rag_sources.limits import DEFAULT_LIMITS, Limits
 
-# attachment file suffixes the document parsers read (rag_assets.formats.router)
+# attachment file suffixes the document parsers read (rag_sources.formats.router)
 ATTACHMENT_SUFFIXES = frozenset(
     {
         ".pdf", ".docx", ".pptx", ".xlsx", ".xlsm", ".txt", ".text", ".md", ".markdown",

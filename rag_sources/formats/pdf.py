@@ -25,14 +25,14 @@ from pathlib import Path, PurePosixPath
 from types import ModuleType
 from typing import Any
 
-from rag_assets.formats.model import (
+from rag_sources.formats.model import (
     BodyBuilder,
     ItemError,
     ItemSkipped,
     ParsedDocument,
     ParseOptions,
 )
-from rag_assets.formats.ocr import (
+from rag_sources.formats.ocr import (
     MAX_DPI,
     MIN_DPI,
     OCR_DPI,
@@ -44,7 +44,7 @@ from rag_assets.formats.ocr import (
     too_large_reason,
     unread_script,
 )
-from rag_assets.formats.text import (
+from rag_sources.formats.text import (
     UNREADABLE,
     cap_text,
     heading_line,

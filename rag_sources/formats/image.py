@@ -20,14 +20,14 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from rag_assets.formats.model import (
+from rag_sources.formats.model import (
     BodyBuilder,
     ItemError,
     ItemSkipped,
     ParsedDocument,
     ParseOptions,
 )
-from rag_assets.formats.ocr import (
+from rag_sources.formats.ocr import (
     MAX_DPI,
     MIN_DPI,
     OCR_DPI,
@@ -38,8 +38,8 @@ from rag_assets.formats.ocr import (
     page_ranges,
     too_large_reason,
 )
-from rag_assets.formats.pdf import MAX_PROFILE_BYTES, OCR_MIN_CHARS, pymupdf_module, text_blocks
-from rag_assets.formats.text import markdown_safe, require_content, short_error
+from rag_sources.formats.pdf import MAX_PROFILE_BYTES, OCR_MIN_CHARS, pymupdf_module, text_blocks
+from rag_sources.formats.text import markdown_safe, require_content, short_error
 
 __all__ = ["parse_image"]
 

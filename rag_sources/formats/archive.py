@@ -28,7 +28,7 @@ import zlib
 from pathlib import Path
 from typing import BinaryIO
 
-from rag_assets.formats.model import ItemError, ItemSkipped
+from rag_sources.formats.model import ItemError, ItemSkipped
 from rag_sources.limits import Limits
 
 __all__ = ["ZIP_ERRORS", "check_archive", "size_text"]

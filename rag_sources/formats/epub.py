@@ -27,16 +27,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from rag_assets.formats.archive import ZIP_ERRORS, check_archive
-from rag_assets.formats.html import decode_html, html_text
-from rag_assets.formats.model import (
+from rag_sources.formats.archive import ZIP_ERRORS, check_archive
+from rag_sources.formats.html import decode_html, html_text
+from rag_sources.formats.model import (
     BodyBuilder,
     ItemError,
     ItemSkipped,
     ParsedDocument,
     ParseOptions,
 )
-from rag_assets.formats.text import short_error
+from rag_sources.formats.text import short_error
 
 __all__ = ["parse_epub"]
 

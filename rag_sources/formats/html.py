@@ -24,14 +24,14 @@ from html.entities import html5 as html5_entities
 from pathlib import Path
 from typing import Any
 
-from rag_assets.formats.model import ItemError, ItemSkipped, ParsedDocument, ParseOptions
-from rag_assets.formats.text import (
+from rag_sources.charsets import decode_declared, markup_charset
+from rag_sources.formats.model import ItemError, ItemSkipped, ParsedDocument, ParseOptions
+from rag_sources.formats.text import (
     BINARY_SNIFF_BYTES,
     cap_text,
     heading_line,
     markdown_safe,
 )
-from rag_sources.charsets import decode_declared, markup_charset
 from rag_sources.limits import DEFAULT_LIMITS
 
 __all__ = ["HtmlText", "decode_html", "html_text", "parse_html"]

@@ -28,7 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rag_assets.formats.model import ParseOptions
+from rag_sources.formats.model import ParseOptions
 
 if TYPE_CHECKING:
     import pymupdf

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from rag_assets.formats.model import ItemError, ItemSkipped, ParsedDocument, ParseOptions
+from rag_sources.formats.model import ItemError, ItemSkipped, ParsedDocument, ParseOptions
 
 __all__ = [
     "BINARY_SNIFF_BYTES",

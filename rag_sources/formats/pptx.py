@@ -11,16 +11,16 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from rag_assets.formats.archive import ZIP_ERRORS
-from rag_assets.formats.docx import check_office_container, office_core_properties
-from rag_assets.formats.model import (
+from rag_sources.formats.archive import ZIP_ERRORS
+from rag_sources.formats.docx import check_office_container, office_core_properties
+from rag_sources.formats.model import (
     BodyBuilder,
     ItemError,
     ItemSkipped,
     ParsedDocument,
     ParseOptions,
 )
-from rag_assets.formats.text import markdown_safe, short_error
+from rag_sources.formats.text import markdown_safe, short_error
 
 __all__ = ["parse_pptx"]
 

@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rag_assets.formats.archive import ZIP_ERRORS, check_archive
-from rag_assets.formats.model import ItemError, ItemSkipped, ParsedDocument, ParseOptions
-from rag_assets.formats.text import (
+from rag_sources.formats.archive import ZIP_ERRORS, check_archive
+from rag_sources.formats.model import ItemError, ItemSkipped, ParsedDocument, ParseOptions
+from rag_sources.formats.text import (
     cap_text,
     heading_line,
     is_placeholder_title,

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path, PurePosixPath
 
-from rag_assets.formats.model import ItemError, ItemSkipped, ParsedDocument, ParseOptions
+from rag_sources.formats.model import ItemError, ItemSkipped, ParsedDocument, ParseOptions
 
 # extension (lowercase, with the dot) -> file type
 FILE_TYPES: dict[str, str] = {
@@ -80,15 +80,15 @@ def file_type(path: str) -> str | None:
 
 # file type -> "module:function" of its parser, imported on first use
 PARSERS: dict[str, str] = {
-    "md": "rag_assets.formats.markdown:parse_markdown_file",
-    "pdf": "rag_assets.formats.pdf:parse_pdf",
-    "docx": "rag_assets.formats.docx:parse_docx",
-    "pptx": "rag_assets.formats.pptx:parse_pptx",
-    "xlsx": "rag_assets.formats.xlsx:parse_xlsx",
-    "html": "rag_assets.formats.html:parse_html",
-    "epub": "rag_assets.formats.epub:parse_epub",
-    **dict.fromkeys(("txt", "csv", "json", "yaml", "rst"), "rag_assets.formats.text:parse_text"),
-    **dict.fromkeys(("png", "jpg", "tiff"), "rag_assets.formats.image:parse_image"),
+    "md": "rag_sources.formats.markdown:parse_markdown_file",
+    "pdf": "rag_sources.formats.pdf:parse_pdf",
+    "docx": "rag_sources.formats.docx:parse_docx",
+    "pptx": "rag_sources.formats.pptx:parse_pptx",
+    "xlsx": "rag_sources.formats.xlsx:parse_xlsx",
+    "html": "rag_sources.formats.html:parse_html",
+    "epub": "rag_sources.formats.epub:parse_epub",
+    **dict.fromkeys(("txt", "csv", "json", "yaml", "rst"), "rag_sources.formats.text:parse_text"),
+    **dict.fromkeys(("png", "jpg", "tiff"), "rag_sources.formats.image:parse_image"),
 }
 
 

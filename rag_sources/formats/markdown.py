@@ -28,7 +28,8 @@ from markdown_it.rules_block.state_block import StateBlock
 from markdown_it.rules_core.state_core import StateCore
 from markdown_it.token import Token
 
-from rag_assets.formats.model import (
+from rag_sources.config import ATTACHMENT_SUFFIXES
+from rag_sources.formats.model import (
     ItemError,
     ItemSkipped,
     Link,
@@ -36,7 +37,6 @@ from rag_assets.formats.model import (
     ParseOptions,
     json_safe,
 )
-from rag_sources.config import ATTACHMENT_SUFFIXES
 from rag_sources.limits import DEFAULT_LIMITS
 
 __all__ = [
