@@ -6,7 +6,7 @@ and untracked files are out and a checkout in progress is never half-read:
 - a **file** of the ref's tree: key = its path, fingerprint and content hash = its
   blob id. A blob the index has seen (in this source, at any path) is not read,
   parsed or embedded again: a rename, a branch switch or a rebase costs only the
-  blobs that are new. Code is chunked by syntax (``rag_assets.code``), Markdown and
+  blobs that are new. Code is chunked by syntax (``rag_sources.code``), Markdown and
   other documents by their parsers, other text in line windows;
 - a **commit** (with ``history``): key = ``.git/commits/<sha>`` (a path no tree can
   hold), fingerprint = its sha. Its message, author, date and changed files (with
@@ -32,8 +32,6 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from rag_assets.chunking import Chunk, CountTokens, cap_heading
-from rag_assets.code.chunker import CODE_CHUNKER_VERSION, chunk_code, parse_problem
-from rag_assets.code.languages import CODE_LANGUAGES, language_for
 from rag_assets.sources.base import DocumentView, ItemStat, SourceKind
 from rag_serving.git_source import (
     COMMIT_PREFIX,
@@ -44,6 +42,8 @@ from rag_serving.git_source import (
 )
 from rag_serving.gitrepo.repository import CommitInfo, GitRepository, RepositoryError
 from rag_serving.gitrepo.rules import content_skip_reason
+from rag_sources.code.chunker import CODE_CHUNKER_VERSION, chunk_code, parse_problem
+from rag_sources.code.languages import CODE_LANGUAGES, language_for
 from rag_sources.formats import router
 from rag_sources.formats.model import (
     BodyBuilder,

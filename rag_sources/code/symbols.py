@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
-from rag_assets.code.node_types import (
+from rag_sources.code.node_types import (
     BODIES,
     C_NAMES,
     CONTAINER_KINDS,

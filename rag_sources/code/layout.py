@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from tree_sitter import Node
 
 from rag_assets.chunking import CountTokens
-from rag_assets.code.languages import CODE_LANGUAGES
-from rag_assets.code.symbols import Definition, first_row, last_row
+from rag_sources.code.languages import CODE_LANGUAGES
+from rag_sources.code.symbols import Definition, first_row, last_row
 
 __all__ = ["SEPARATOR", "Layout", "Piece"]
 

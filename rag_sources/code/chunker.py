@@ -38,9 +38,9 @@ from itertools import pairwise
 from tree_sitter import Node
 
 from rag_assets.chunking import Chunk, CountTokens, _check_budget
-from rag_assets.code.languages import CODE_LANGUAGES, parse
-from rag_assets.code.layout import SEPARATOR, Layout, Piece
-from rag_assets.code.symbols import CodeSymbol, Definition, definitions, mostly_errors
+from rag_sources.code.languages import CODE_LANGUAGES, parse
+from rag_sources.code.layout import SEPARATOR, Layout, Piece
+from rag_sources.code.symbols import CodeSymbol, Definition, definitions, mostly_errors
 
 __all__ = ["CODE_CHUNKER_VERSION", "chunk_code", "code_symbols"]
 

@@ -1,8 +1,8 @@
 """Source code: which language a file is, and its syntax-aware chunks (tree-sitter)."""
 
-from rag_assets.code.chunker import CODE_CHUNKER_VERSION, chunk_code, code_symbols
-from rag_assets.code.languages import CODE_LANGUAGES, language_for
-from rag_assets.code.symbols import CodeSymbol
+from rag_sources.code.chunker import CODE_CHUNKER_VERSION, chunk_code, code_symbols
+from rag_sources.code.languages import CODE_LANGUAGES, language_for
+from rag_sources.code.symbols import CodeSymbol
 
 __all__ = [
     "CODE_CHUNKER_VERSION",
