@@ -11,7 +11,7 @@ from itertools import pairwise
 
 import pytest
 
-from rag_assets.chunking import Chunk
+from rag_sources.chunking import Chunk
 from rag_sources.code import (
     CODE_CHUNKER_VERSION,
     CODE_LANGUAGES,

@@ -33,7 +33,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
-from rag_assets.chunking import Chunk, CountTokens
+from rag_sources.chunking import Chunk, CountTokens
 from rag_sources.config import FileSourceConfig
 from rag_sources.formats.model import ParsedDocument, ParseOptions, options_for
 
@@ -201,7 +201,7 @@ class SourceKind(ABC):
         self, document: DocumentView, count_tokens: CountTokens, target: int, maximum: int
     ) -> list[Chunk]:
         """Chunks of a document: by its sections, then by headings inside each."""
-        from rag_assets.chunking import chunk_sections
+        from rag_sources.chunking import chunk_sections
 
         return chunk_sections(
             document.body,

@@ -31,7 +31,6 @@ from functools import cached_property
 from pathlib import PurePosixPath
 from typing import Any
 
-from rag_assets.chunking import Chunk, CountTokens, cap_heading
 from rag_assets.sources.base import DocumentView, ItemStat, SourceKind
 from rag_serving.git_source import (
     COMMIT_PREFIX,
@@ -42,6 +41,7 @@ from rag_serving.git_source import (
 )
 from rag_serving.gitrepo.repository import CommitInfo, GitRepository, RepositoryError
 from rag_serving.gitrepo.rules import content_skip_reason
+from rag_sources.chunking import Chunk, CountTokens, cap_heading
 from rag_sources.code.chunker import CODE_CHUNKER_VERSION, chunk_code, parse_problem
 from rag_sources.code.languages import CODE_LANGUAGES, language_for
 from rag_sources.formats import router

@@ -37,7 +37,7 @@ from itertools import pairwise
 
 from tree_sitter import Node
 
-from rag_assets.chunking import Chunk, CountTokens, _check_budget
+from rag_sources.chunking import Chunk, CountTokens, _check_budget
 from rag_sources.code.languages import CODE_LANGUAGES, parse
 from rag_sources.code.layout import SEPARATOR, Layout, Piece
 from rag_sources.code.symbols import CodeSymbol, Definition, definitions, mostly_errors

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
-from rag_assets.chunking import CountTokens
+from rag_sources.chunking import CountTokens
 from rag_sources.code.languages import CODE_LANGUAGES
 from rag_sources.code.symbols import Definition, first_row, last_row
 
