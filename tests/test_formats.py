@@ -1,4 +1,4 @@
-"""Tests for the document format parsers (rag_assets/formats): real files only.
+"""Tests for the document format parsers (rag_sources/formats): real files only.
 
 Files are either built here with the libraries that write them (python-docx,
 python-pptx, openpyxl, PyMuPDF, Pillow; see format_fixtures.py) or read from the
