@@ -6,23 +6,10 @@ here as ``ListedItem`` records, and its ``SourceKind`` turns them into ``ItemSta
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from rag_sources.config import FileSourceConfig
-
-
-@dataclass(frozen=True)
-class ListedItem:
-    """One item of a source as its listing sees it (the fields of ``ItemStat``)."""
-
-    key: str
-    fingerprint: str
-    size: int | None = None
-    mtime_ns: int | None = None
-    problem: str | None = None
-    severity: str = "skipped"
-    unavailable: bool = False
+from rag_sources.listing import ListedItem
 
 
 def list_source_items(config: FileSourceConfig, state_dir: Path | None) -> Iterator[ListedItem]:

@@ -55,9 +55,9 @@ from urllib.parse import quote
 
 from wcmatch import glob
 
-from rag_serving.listing import ListedItem
 from rag_sources.errors import ConfigError, SourceUnavailableError
 from rag_sources.kinds.calibre.config import CalibreSourceConfig
+from rag_sources.listing import ListedItem
 
 METADATA_DB = "metadata.db"
 WAL_SUFFIX = "-wal"

@@ -25,8 +25,8 @@ from urllib.parse import urlsplit
 from rag_serving.feeds.fetch import feed_label, is_local, local_path, quoted
 from rag_serving.feeds.opml import read_opml
 from rag_serving.feeds.parse import Entry
-from rag_serving.listing import ListedItem
 from rag_sources.kinds.feeds.config import FeedsSourceConfig
+from rag_sources.listing import ListedItem
 
 ARCHIVE_VERSION = 1
 FEEDS_FOLDER = "feeds"

@@ -41,11 +41,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from rag_serving.listing import ListedItem
 from rag_serving.mailstore.mbox import MboxSpan, looks_like_mbox, message_bytes, split_mbox
 from rag_serving.mailstore.message import header_message_id, message_key_id, message_outline
 from rag_sources.errors import SourceUnavailableError
 from rag_sources.kinds.mail.config import MailSourceConfig
+from rag_sources.listing import ListedItem
 from rag_sources.scanning import (
     ERROR,
     FileStat,
