@@ -18,7 +18,7 @@ def list_source_items(config: FileSourceConfig, state_dir: Path | None) -> Itera
     ``state_dir``: the kind's state folder, or None when the index has none yet."""
     kind = config.kind  # type: ignore[attr-defined]
     if kind == "mail":
-        from rag_serving.mailstore.listing import list_mail_items
+        from rag_sources.kinds.mail.listing import list_mail_items
 
         yield from list_mail_items(config, state_dir)  # type: ignore[arg-type]
     elif kind == "feeds":

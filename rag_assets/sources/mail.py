@@ -1,6 +1,6 @@
 """``kind = "mail"``: mbox files, Maildir folders, ``.eml`` and Apple Mail ``.emlx``.
 
-Listing (``rag_serving.mailstore.listing``) finds the mailboxes, keys every message
+Listing (``rag_sources.kinds.mail.listing``) finds the mailboxes, keys every message
 (``<mbox>/<Message-ID>``, ``<maildir>/<unique name>``, or the path of a message
 file) and its indexable attachments (``<message key>/attachments/<n>-<name>``),
 with per-mailbox caches in the kind's state folder, so an unchanged source costs
@@ -33,23 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from rag_assets.sources.base import ItemStat, SourceKind
-from rag_serving.mailstore.listing import (
-    MAILDIR_PARTS,
-    MailboxChanged,
-    MailEntry,
-    MailListing,
-    read_entry_bytes,
-    scan_mail,
-)
-from rag_serving.mailstore.message import (
-    MailMessage,
-    MessageError,
-    MessageTooLarge,
-    attachment_payload,
-    read_message,
-    record_json,
-)
-from rag_serving.mailstore.quotes import QUOTE, SIGNATURE, split_text
 from rag_sources.errors import SourceUnavailableError
 from rag_sources.formats import router
 from rag_sources.formats.html import cap_depth, html_text
@@ -63,6 +46,23 @@ from rag_sources.formats.model import (
 )
 from rag_sources.formats.text import cap_text
 from rag_sources.kinds.mail.config import MailSourceConfig
+from rag_sources.kinds.mail.listing import (
+    MAILDIR_PARTS,
+    MailboxChanged,
+    MailEntry,
+    MailListing,
+    read_entry_bytes,
+    scan_mail,
+)
+from rag_sources.kinds.mail.message import (
+    MailMessage,
+    MessageError,
+    MessageTooLarge,
+    attachment_payload,
+    read_message,
+    record_json,
+)
+from rag_sources.kinds.mail.quotes import QUOTE, SIGNATURE, split_text
 from rag_sources.limits import DEFAULT_LIMITS
 from rag_sources.scanning import OutsideSourceError
 

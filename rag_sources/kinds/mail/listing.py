@@ -25,7 +25,7 @@ else is split again. Attachments are child items ``<message key>/attachments/<n>
 a message is read once to find them, then its attachment list is cached with its
 fingerprint, so an unchanged source costs stats only.
 
-A message is read within the source's ``[limits]`` (``rag_serving.mailstore.message``):
+A message is read within the source's ``[limits]`` (``rag_sources.kinds.mail.message``):
 one whose header block is over ``max_header_bytes`` is keyed by its SHA-1, listed
 without attachments, and made a problem when it is parsed.
 """
@@ -41,10 +41,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from rag_serving.mailstore.mbox import MboxSpan, looks_like_mbox, message_bytes, split_mbox
-from rag_serving.mailstore.message import header_message_id, message_key_id, message_outline
 from rag_sources.errors import SourceUnavailableError
 from rag_sources.kinds.mail.config import MailSourceConfig
+from rag_sources.kinds.mail.mbox import MboxSpan, looks_like_mbox, message_bytes, split_mbox
+from rag_sources.kinds.mail.message import header_message_id, message_key_id, message_outline
 from rag_sources.listing import ListedItem
 from rag_sources.scanning import (
     ERROR,
