@@ -22,7 +22,7 @@ def list_source_items(config: FileSourceConfig, state_dir: Path | None) -> Itera
 
         yield from list_mail_items(config, state_dir)  # type: ignore[arg-type]
     elif kind == "feeds":
-        from rag_serving.feeds.archive import list_archived_entries
+        from rag_sources.kinds.feeds.archive import list_archived_entries
 
         yield from list_archived_entries(config, state_dir)  # type: ignore[arg-type]
     elif kind == "calibre":

@@ -15,11 +15,13 @@ from pathlib import Path
 import httpcore
 import pytest
 
-from rag_serving.feeds import archive
-from rag_serving.feeds import fetch as fetch_module
-from rag_serving.feeds.archive import FeedSpec, FeedState, list_archived_entries
-from rag_serving.feeds.fetch import REASON_CHARS, FetchError, fetch_feed
-from rag_serving.feeds.network import (
+from rag_sources.errors import SourceUnavailableError
+from rag_sources.kinds.feeds import archive
+from rag_sources.kinds.feeds import fetch as fetch_module
+from rag_sources.kinds.feeds.archive import FeedSpec, FeedState, list_archived_entries
+from rag_sources.kinds.feeds.config import FeedsSourceConfig
+from rag_sources.kinds.feeds.fetch import REASON_CHARS, FetchError, fetch_feed
+from rag_sources.kinds.feeds.network import (
     LOCAL,
     PRIVATE,
     PUBLIC,
@@ -27,11 +29,9 @@ from rag_serving.feeds.network import (
     GuardedBackend,
     address_reach,
 )
-from rag_serving.feeds.opml import read_opml
-from rag_serving.feeds.parse import Entry, parse_feed
-from rag_serving.feeds.poll import refresh_feeds
-from rag_sources.errors import SourceUnavailableError
-from rag_sources.kinds.feeds.config import FeedsSourceConfig
+from rag_sources.kinds.feeds.opml import read_opml
+from rag_sources.kinds.feeds.parse import Entry, parse_feed
+from rag_sources.kinds.feeds.poll import refresh_feeds
 from tests.feed_server import FeedServer, lan_address, rss, zeros_gzip
 
 GOOD = rss("Good", "Zebras cross the river", "Volcano wakes")

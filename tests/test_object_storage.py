@@ -339,8 +339,8 @@ def test_state_every_host_needs_lives_beside_the_tables(s3_env: S3Server, tmp_pa
     and feed archives (entries a feed no longer carries) are objects beside the
     tables; a mailbox's offsets cache stays on the host."""
     from rag_assets.sources import source_kind
-    from rag_serving.feeds import archive
     from rag_serving.index.layout import IndexLayout
+    from rag_sources.kinds.feeds import archive
     from rag_sources.kinds.feeds.config import FeedsSourceConfig
     from rag_sources.kinds.mail.config import MailSourceConfig
 

@@ -1,6 +1,6 @@
 """``kind = "feeds"``: RSS, Atom and JSON Feed entries, one document each.
 
-Listing fetches the feeds that are due (``rag_serving.feeds.poll``: conditional GET,
+Listing fetches the feeds that are due (``rag_sources.kinds.feeds.poll``: conditional GET,
 timeouts, a size cap, a named user agent) into the source's archive, then lists
 every archived entry — a feed is a window, not the archive, so entries that fall
 out of it stay indexed. Keys are ``<feed id>/<entry id>`` (a slug of the feed URL;
@@ -20,15 +20,15 @@ from functools import cached_property
 from typing import Any
 
 from rag_assets.sources.base import ItemStat, SourceKind
-from rag_serving.feeds import archive
-from rag_serving.feeds.archive import FeedSpec, FeedState
-from rag_serving.feeds.fetch import feed_label
-from rag_serving.feeds.parse import Entry
-from rag_serving.feeds.poll import RefreshReport, refresh_feeds
 from rag_sources.formats.html import html_text
 from rag_sources.formats.model import BodyBuilder, ItemError, ParsedDocument, ParseOptions
 from rag_sources.formats.text import cap_text
+from rag_sources.kinds.feeds import archive
+from rag_sources.kinds.feeds.archive import FeedSpec, FeedState
 from rag_sources.kinds.feeds.config import FeedsSourceConfig
+from rag_sources.kinds.feeds.fetch import feed_label
+from rag_sources.kinds.feeds.parse import Entry
+from rag_sources.kinds.feeds.poll import RefreshReport, refresh_feeds
 
 ENTRY_PARSER = "entry/1"
 TITLE_CHARS = 120  # an untitled entry is named after the start of its text

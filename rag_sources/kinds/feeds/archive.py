@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from rag_serving.feeds.fetch import feed_label, is_local, local_path, quoted
-from rag_serving.feeds.opml import read_opml
-from rag_serving.feeds.parse import Entry
 from rag_sources.kinds.feeds.config import FeedsSourceConfig
+from rag_sources.kinds.feeds.fetch import feed_label, is_local, local_path, quoted
+from rag_sources.kinds.feeds.opml import read_opml
+from rag_sources.kinds.feeds.parse import Entry
 from rag_sources.listing import ListedItem
 
 ARCHIVE_VERSION = 1

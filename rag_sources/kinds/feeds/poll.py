@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from rag_serving.feeds import archive
-from rag_serving.feeds.archive import FeedSpec, FeedState
-from rag_serving.feeds.fetch import Fetched, FetchError, feed_label, fetch_feed, quoted
-from rag_serving.feeds.parse import Feed, parse_feed
+from rag_sources.kinds.feeds import archive
+from rag_sources.kinds.feeds.archive import FeedSpec, FeedState
 from rag_sources.kinds.feeds.config import FeedsSourceConfig
+from rag_sources.kinds.feeds.fetch import Fetched, FetchError, feed_label, fetch_feed, quoted
+from rag_sources.kinds.feeds.parse import Feed, parse_feed
 
 
 @dataclass

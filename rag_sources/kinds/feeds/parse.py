@@ -26,9 +26,9 @@ from typing import Any
 import feedparser
 from feedparser.datetimes import _parse_date
 
-from rag_serving.feeds.discover import feed_links, is_web_page
-from rag_serving.feeds.fetch import quoted
 from rag_sources.charsets import codec_for, decode_declared
+from rag_sources.kinds.feeds.discover import feed_links, is_web_page
+from rag_sources.kinds.feeds.fetch import quoted
 from rag_sources.limits import DEFAULT_LIMITS
 
 _TAG = re.compile(r"<[^>]+>")

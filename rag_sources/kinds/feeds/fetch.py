@@ -34,7 +34,7 @@ from urllib.parse import unquote, urlsplit
 import httpcore
 import httpx
 
-from rag_serving.feeds.network import (
+from rag_sources.kinds.feeds.network import (
     LOCAL,
     REACH_NAMES,
     AddressRefused,
