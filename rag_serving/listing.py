@@ -26,7 +26,7 @@ def list_source_items(config: FileSourceConfig, state_dir: Path | None) -> Itera
 
         yield from list_archived_entries(config, state_dir)  # type: ignore[arg-type]
     elif kind == "calibre":
-        from rag_serving.calibre.library import list_books
+        from rag_sources.kinds.calibre.library import list_books
 
         yield from list_books(config)  # type: ignore[arg-type]
     else:

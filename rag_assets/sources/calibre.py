@@ -1,6 +1,6 @@
 """``kind = "calibre"``: a Calibre library, read-only — one book, one document.
 
-Listing reads ``metadata.db`` (``rag_serving.calibre.library``): one item per book,
+Listing reads ``metadata.db`` (``rag_sources.kinds.calibre.library``): one item per book,
 keyed by the path of the format file that is read (the first of ``formats`` that the
 book has and a parser reads), fingerprinted by ``last_modified``, that file's size
 and mtime and a hash of the indexed metadata. A book without a readable format is
@@ -30,8 +30,6 @@ from typing import Any
 
 from rag_assets.sources.base import ItemStat, SourceKind
 from rag_assets.sources.files import source_file_sha256
-from rag_serving.calibre import library
-from rag_serving.calibre.library import Book
 from rag_sources.formats import router
 from rag_sources.formats.model import (
     ItemError,
@@ -41,7 +39,9 @@ from rag_sources.formats.model import (
     Section,
     options_for,
 )
+from rag_sources.kinds.calibre import library
 from rag_sources.kinds.calibre.config import CalibreSourceConfig
+from rag_sources.kinds.calibre.library import Book
 from rag_sources.scanning import OutsideSourceError, pinned_source_file
 
 BOOK_PARSER = "calibre/1"
