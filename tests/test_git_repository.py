@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from rag_serving.gitrepo import (
+from rag_serving.gitrepo.repository import RepositoryError, open_repository
+from rag_serving.gitrepo.rules import (
+    NO_ATTRIBUTES,
+    UNDECODABLE_REASON,
     PathAttributes,
-    RepositoryError,
     content_skip_reason,
     entry_type_skip_reason,
-    open_repository,
     path_skip_reason,
 )
-from rag_serving.gitrepo.rules import NO_ATTRIBUTES, UNDECODABLE_REASON
 from tests.git_repos import (
     ALICE,
     BOB,
@@ -790,7 +790,7 @@ def test_a_truncated_loose_object_is_reported_as_damaged_not_read_forever(
         loose.write_bytes(loose.read_bytes()[: 30 if oid == tree else 200])
     script = (
         "import sys\n"
-        "from rag_serving.gitrepo import RepositoryError, open_repository\n"
+        "from rag_serving.gitrepo.repository import RepositoryError, open_repository\n"
         "repo = open_repository(sys.argv[1])\n"
         "head = repo.resolve(None)\n"
         "try:\n"
