@@ -39,8 +39,6 @@ from rag_serving.git_source import (
     open_source_repository,
     resolve_head,
 )
-from rag_serving.gitrepo.repository import CommitInfo, GitRepository, RepositoryError
-from rag_serving.gitrepo.rules import content_skip_reason
 from rag_sources.chunking import Chunk, CountTokens, cap_heading
 from rag_sources.code.chunker import CODE_CHUNKER_VERSION, chunk_code, parse_problem
 from rag_sources.code.languages import CODE_LANGUAGES, language_for
@@ -55,6 +53,8 @@ from rag_sources.formats.model import (
 )
 from rag_sources.formats.text import cap_text, decode_text
 from rag_sources.kinds.git.config import GitSourceConfig
+from rag_sources.kinds.git.repository import CommitInfo, GitRepository, RepositoryError
+from rag_sources.kinds.git.rules import content_skip_reason
 
 # 2: subject capped as title and heading, message at max_chars; 3: dated by the author
 # date everywhere, the committer and commit date shown when they differ

@@ -42,7 +42,7 @@ from typing import Literal
 import pygit2
 from pygit2.enums import AttrCheck, DeltaStatus, DiffFind, ObjectType, RepositoryOpenFlag
 
-from rag_serving.gitrepo.rules import NO_ATTRIBUTES, PathAttributes
+from rag_sources.kinds.git.rules import NO_ATTRIBUTES, PathAttributes
 
 PATCH_MAX_LINES = 400  # a commit's patch text is kept when it changes at most this many lines
 PATCH_MAX_BYTES = 32_768  # ...and its text is at most this long
