@@ -286,7 +286,7 @@ def _git_pending(
 ) -> tuple[PendingChanges | None, str | None]:
     """A git source's items (its ref's files and commits, by object id) against what
     the last scan recorded and search serves."""
-    from rag_serving.git_source import list_git_items, open_source_repository
+    from rag_sources.kinds.git.listing import list_git_items, open_source_repository
 
     try:
         listed = {

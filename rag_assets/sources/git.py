@@ -32,13 +32,6 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from rag_assets.sources.base import DocumentView, ItemStat, SourceKind
-from rag_serving.git_source import (
-    COMMIT_PREFIX,
-    commit_sha,
-    list_git_items,
-    open_source_repository,
-    resolve_head,
-)
 from rag_sources.chunking import Chunk, CountTokens, cap_heading
 from rag_sources.code.chunker import CODE_CHUNKER_VERSION, chunk_code, parse_problem
 from rag_sources.code.languages import CODE_LANGUAGES, language_for
@@ -53,6 +46,13 @@ from rag_sources.formats.model import (
 )
 from rag_sources.formats.text import cap_text, decode_text
 from rag_sources.kinds.git.config import GitSourceConfig
+from rag_sources.kinds.git.listing import (
+    COMMIT_PREFIX,
+    commit_sha,
+    list_git_items,
+    open_source_repository,
+    resolve_head,
+)
 from rag_sources.kinds.git.repository import CommitInfo, GitRepository, RepositoryError
 from rag_sources.kinds.git.rules import content_skip_reason
 
