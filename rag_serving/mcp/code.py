@@ -9,7 +9,7 @@ from typing import Any
 from rag_serving.index.store import IndexStore, sql_in, sql_string
 from rag_serving.mcp.links import Edge
 from rag_serving.mcp.models import CommitOut, SymbolOut
-from rag_sources.kinds.git.listing import COMMIT_KEY_PREFIX
+from rag_sources.kinds.git import COMMIT_KEY_PREFIX
 
 MAX_COMMITS = 10  # the most recent commits that touched a file, for `neighbors`
 

@@ -14,13 +14,11 @@ from datetime import UTC, datetime, timedelta
 from wcmatch import glob
 
 from rag_sources.errors import SourceUnavailableError
+from rag_sources.kinds.git import COMMIT_KEY_PREFIX
 from rag_sources.kinds.git.config import GitSourceConfig
 from rag_sources.kinds.git.repository import GitRepository, RepositoryError, open_repository
 from rag_sources.kinds.git.rules import entry_type_skip_reason, path_skip_reason
 
-# The key of a git source's commit item: ".git" can be no path of a tree, so it never
-# names a file.
-COMMIT_KEY_PREFIX = ".git/commits/"
 COMMIT_PREFIX = COMMIT_KEY_PREFIX
 _FLAGS = glob.GLOBSTAR | glob.DOTGLOB
 
