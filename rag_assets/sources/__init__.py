@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rag_assets.sources.base import DocumentView, ItemStat, SourceKind
 from rag_assets.sources.calibre import CalibreKind
 from rag_assets.sources.documents import DocumentsKind
 from rag_assets.sources.feeds import FeedsKind
@@ -18,6 +17,7 @@ from rag_assets.sources.mail import MailKind
 from rag_assets.sources.markdown import MarkdownKind
 from rag_serving.index.layout import IndexLayout
 from rag_sources.config import FileSourceConfig
+from rag_sources.kinds.base import DocumentView, ItemStat, SourceKind
 
 KINDS: dict[str, type[SourceKind]] = {
     MarkdownKind.name: MarkdownKind,

@@ -19,10 +19,10 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
-from rag_assets.sources.base import ItemStat, SourceKind
 from rag_sources.formats.html import html_text
 from rag_sources.formats.model import BodyBuilder, ItemError, ParsedDocument, ParseOptions
 from rag_sources.formats.text import cap_text
+from rag_sources.kinds.base import ItemStat, SourceKind
 from rag_sources.kinds.feeds import archive
 from rag_sources.kinds.feeds.archive import FeedSpec, FeedState
 from rag_sources.kinds.feeds.config import FeedsSourceConfig

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 
-from rag_assets.sources.base import ChangedItems, ItemStat, SourceKind
 from rag_sources.formats import router
 from rag_sources.formats.model import ItemSkipped, ParsedDocument, ParseOptions, options_for
+from rag_sources.kinds.base import ChangedItems, ItemStat, SourceKind
 from rag_sources.scanning import (
     FileStat,
     OutsideSourceError,

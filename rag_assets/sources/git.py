@@ -31,7 +31,6 @@ from functools import cached_property
 from pathlib import PurePosixPath
 from typing import Any
 
-from rag_assets.sources.base import DocumentView, ItemStat, SourceKind
 from rag_sources.chunking import Chunk, CountTokens, cap_heading
 from rag_sources.code.chunker import CODE_CHUNKER_VERSION, chunk_code, parse_problem
 from rag_sources.code.languages import CODE_LANGUAGES, language_for
@@ -45,6 +44,7 @@ from rag_sources.formats.model import (
     ParseOptions,
 )
 from rag_sources.formats.text import cap_text, decode_text
+from rag_sources.kinds.base import DocumentView, ItemStat, SourceKind
 from rag_sources.kinds.git.config import GitSourceConfig
 from rag_sources.kinds.git.listing import (
     COMMIT_PREFIX,

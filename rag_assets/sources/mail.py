@@ -32,7 +32,6 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from rag_assets.sources.base import ItemStat, SourceKind
 from rag_sources.errors import SourceUnavailableError
 from rag_sources.formats import router
 from rag_sources.formats.html import cap_depth, html_text
@@ -45,6 +44,7 @@ from rag_sources.formats.model import (
     ParseOptions,
 )
 from rag_sources.formats.text import cap_text
+from rag_sources.kinds.base import ItemStat, SourceKind
 from rag_sources.kinds.mail.config import MailSourceConfig
 from rag_sources.kinds.mail.listing import (
     MAILDIR_PARTS,
