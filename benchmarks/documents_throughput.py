@@ -83,10 +83,10 @@ def main() -> None:
     import tomli_w
 
     from rag_assets import resources
-    from rag_assets.sources.files import FileSourceKind
     from rag_serving.config import parse_config_file
     from rag_serving.index.manifest import read_manifest
     from rag_serving.index.store import IndexStore
+    from rag_sources.kinds.files import FileSourceKind
     from ragline.indexing import index_sources
 
     work = Path(tempfile.mkdtemp(prefix="ragline-docs-bench-"))

@@ -28,7 +28,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from rag_assets.sources.files import source_file_sha256
 from rag_sources.formats import router
 from rag_sources.formats.model import (
     ItemError,
@@ -42,6 +41,7 @@ from rag_sources.kinds.base import ItemStat, SourceKind
 from rag_sources.kinds.calibre import library
 from rag_sources.kinds.calibre.config import CalibreSourceConfig
 from rag_sources.kinds.calibre.library import Book
+from rag_sources.kinds.files import source_file_sha256
 from rag_sources.scanning import OutsideSourceError, pinned_source_file
 
 BOOK_PARSER = "calibre/1"

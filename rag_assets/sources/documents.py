@@ -3,8 +3,8 @@ EPUB, text, Markdown and images — each file routed to its parser by type."""
 
 from __future__ import annotations
 
-from rag_assets.sources.files import FileSourceKind
 from rag_sources.kinds.documents.config import DocumentsSourceConfig
+from rag_sources.kinds.files import FileSourceKind
 
 
 class DocumentsKind(FileSourceKind):

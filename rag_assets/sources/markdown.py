@@ -3,7 +3,7 @@ attachments the source names (PDFs by default), parsed by the document parsers."
 
 from __future__ import annotations
 
-from rag_assets.sources.files import FileSourceKind
+from rag_sources.kinds.files import FileSourceKind
 from rag_sources.kinds.markdown.config import MarkdownSourceConfig
 
 
