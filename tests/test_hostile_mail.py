@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from rag_assets.sources.mail import MailKind
 from rag_serving.config import RaglineConfig, parse_config_file
 from rag_serving.mcp.auth import Access
 from rag_serving.mcp.documents import normalize_path
@@ -25,6 +24,7 @@ from rag_serving.search.engine import SearchEngine
 from rag_serving.status import index_status
 from rag_sources.formats.model import ItemSkipped, ParseOptions
 from rag_sources.kinds.mail.config import MailSourceConfig
+from rag_sources.kinds.mail.kind import MailKind
 from rag_sources.kinds.mail.listing import scan_mail
 from rag_sources.kinds.mail.mbox import split_mbox
 from rag_sources.kinds.mail.message import read_message

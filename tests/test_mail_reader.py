@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from rag_assets.sources.mail import MailKind
 from rag_sources.formats.model import ItemError, ParseOptions
 from rag_sources.kinds.mail.config import MailSourceConfig
+from rag_sources.kinds.mail.kind import MailKind
 from rag_sources.kinds.mail.listing import folder_name, list_mail_items, mbox_cache, scan_mail
 from rag_sources.kinds.mail.mbox import message_bytes, split_mbox
 from rag_sources.kinds.mail.message import read_message

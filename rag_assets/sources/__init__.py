@@ -11,12 +11,12 @@ from pathlib import Path
 
 from rag_assets.sources.calibre import CalibreKind
 from rag_assets.sources.feeds import FeedsKind
-from rag_assets.sources.mail import MailKind
 from rag_serving.index.layout import IndexLayout
 from rag_sources.config import FileSourceConfig
 from rag_sources.kinds.base import DocumentView, ItemStat, SourceKind
 from rag_sources.kinds.documents.kind import DocumentsKind
 from rag_sources.kinds.git.kind import GitKind
+from rag_sources.kinds.mail.kind import MailKind
 from rag_sources.kinds.markdown.kind import MarkdownKind
 
 KINDS: dict[str, type[SourceKind]] = {
