@@ -431,8 +431,8 @@ def test_the_deadline_covers_connecting_too() -> None:
 
 
 def test_an_entry_of_html_nested_100000_deep_is_indexed_as_text_with_a_warning() -> None:
-    from rag_assets.sources.feeds import entry_document
     from rag_sources.formats.model import options_for
+    from rag_sources.kinds.feeds.kind import entry_document
     from rag_sources.limits import Limits
 
     html = "<div>" * 100_000 + "Glacier retreat measured" + "</div>" * 100_000
