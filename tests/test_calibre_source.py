@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from rag_assets.sources import source_kind
-from rag_assets.sources.calibre import CalibreKind
 from rag_serving.config import RaglineConfig, parse_config_file
 from rag_serving.index.store import sql_string
 from rag_serving.listing import list_source_items
@@ -33,6 +32,7 @@ from rag_sources.formats import router
 from rag_sources.formats.model import ItemSkipped, ParseOptions
 from rag_sources.kinds.calibre import library
 from rag_sources.kinds.calibre.config import CalibreSourceConfig
+from rag_sources.kinds.calibre.kind import CalibreKind
 from rag_sources.kinds.calibre.library import READABLE_FORMATS, list_books, read_books
 from ragline.indexing import index_sources
 from tests.calibre_library import (

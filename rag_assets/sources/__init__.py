@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rag_assets.sources.calibre import CalibreKind
 from rag_serving.index.layout import IndexLayout
 from rag_sources.config import FileSourceConfig
 from rag_sources.kinds.base import DocumentView, ItemStat, SourceKind
+from rag_sources.kinds.calibre.kind import CalibreKind
 from rag_sources.kinds.documents.kind import DocumentsKind
 from rag_sources.kinds.feeds.kind import FeedsKind
 from rag_sources.kinds.git.kind import GitKind
