@@ -1,1 +1,3 @@
-"""A Calibre library: each book's metadata and the text of one of its formats."""
+"""Calibre libraries (``kind = "calibre"``): reading ``metadata.db`` read-only and
+listing one item per book (``library``), and the ``SourceKind`` (``kind``).
+``ragline status`` lists a library's books without the indexing side."""

@@ -1,4 +1,6 @@
-"""A git repository: the files of one ref and its commits."""
+"""Git repositories: reading them with pygit2 (``repository``), the rules for files
+that are not indexed (``rules``), listing the files of one ref and the commits of
+the history window (``listing``), and the ``SourceKind`` (``kind``)."""
 
 # The key of a git source's commit item: ".git" can be no path of a tree, so it never
 # names a file. (Here, light to import: search and MCP read it.)

@@ -1,1 +1,4 @@
-"""Mail: mbox files, Maildirs, .eml and .emlx files."""
+"""Mail in the standard formats (mbox, Maildir, .eml, Apple Mail .emlx): finding
+mailboxes, splitting mbox files, listing messages with a per-mailbox cache
+(``listing``), reading one message into a structured record (``message``), and the
+``SourceKind`` (``kind``). ``ragline status`` lists mail through ``listing``."""
