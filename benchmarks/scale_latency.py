@@ -300,7 +300,7 @@ def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
 
 def fingerprint_for(dim: int) -> Any:
     """The bundled model's fingerprint (what ``ragline index`` would record)."""
-    from rag_serving.embedders.base import EmbedderFingerprint
+    from rag_serving.index.fingerprint import EmbedderFingerprint
 
     return EmbedderFingerprint("sentence-transformers", "all-MiniLM-L6-v2", dim)
 

@@ -20,7 +20,7 @@ from rag_serving.config import (
     SentenceTransformersConfig,
 )
 from rag_serving.embedders import Embedder, create_embedder
-from rag_serving.embedders.base import EmbedderFingerprint
+from rag_serving.index.fingerprint import EmbedderFingerprint
 from rag_serving.index.fulltext import Bm25Hit, FulltextIndex
 from rag_serving.index.layout import IndexLayout, RemoteManifest
 from rag_serving.index.manifest import (
