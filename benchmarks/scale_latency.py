@@ -435,7 +435,7 @@ MODES = ("hybrid", "vector", "bm25", "vector+filter")
 
 def measure_modes(engine: Any, queries: list[str]) -> tuple[dict[str, Any], dict[str, list]]:
     """p50/p95 of each mode over ``queries`` (k = 10), and the hit ids per query."""
-    from rag_serving.search.filters import SearchFilters
+    from rag_serving.index.filters import SearchFilters
 
     narrow = SearchFilters(sources=(SOURCES[-1],))  # the smallest source (~5% of chunks)
     out, ids = {}, {}

@@ -290,8 +290,8 @@ def search(
     rerank: bool | None,
 ) -> None:
     """Search the index (hybrid vector + BM25 by default)."""
+    from rag_serving.index.filters import parse_date
     from rag_serving.search import SearchFilters, hybrid_search
-    from rag_serving.search.filters import parse_date
     from ragline.output import print_json, render_search
 
     filters = SearchFilters(

@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner
 
 from rag_serving.config import RaglineConfig, detect_kind, parse_config_file
+from rag_serving.index.filters import parse_date
 from rag_serving.index.store import sql_string
 from rag_serving.search import SearchFilters
 from rag_serving.search.engine import SearchEngine
-from rag_serving.search.filters import parse_date
 from rag_sources.formats.markdown import note_date_from_name, parse_markdown
 from rag_sources.kinds.git.kind import commit_document
 from rag_sources.kinds.git.repository import open_repository

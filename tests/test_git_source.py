@@ -308,7 +308,7 @@ def test_history_window_by_count_and_history_off(tmp_path: Path) -> None:
 
 
 def _day(text: str):
-    from rag_serving.search.filters import parse_date
+    from rag_serving.index.filters import parse_date
 
     return parse_date(text, "--after")
 

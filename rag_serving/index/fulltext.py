@@ -33,7 +33,7 @@ from rag_serving.index.analysis import (
     register_analyzers,
     text_field_for,
 )
-from rag_serving.search.filters import SearchFilters
+from rag_serving.index.filters import SearchFilters
 from rag_sources.errors import IndexNeedsUpgradeError, QueryError
 
 # Query fields and boosts, measured with `ragline eval` on Cranfield (BM25 nDCG@10:

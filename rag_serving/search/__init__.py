@@ -1,7 +1,7 @@
 """Hybrid search: vector + BM25, fused by a weighted sum of standardised scores
 (z-score; min-max and weighted RRF on request: ``[search] fusion``).
 
-Names are resolved lazily so that ``rag_serving.search.filters`` can be imported by
+Names are resolved lazily so that ``rag_serving.index.filters`` can be imported by
 the index modules without loading the engine (which imports them in turn).
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rag_serving.index.filters import SearchFilters
     from rag_serving.search.engine import SearchEngine, SearchHit, SearchResult, hybrid_search
-    from rag_serving.search.filters import SearchFilters
 
 __all__ = ["SearchEngine", "SearchFilters", "SearchHit", "SearchResult", "hybrid_search"]
 

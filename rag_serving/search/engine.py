@@ -20,6 +20,12 @@ from rag_serving.config import (
     SentenceTransformersConfig,
 )
 from rag_serving.embedders import Embedder, create_embedder
+from rag_serving.index.filters import (
+    IndexVocabulary,
+    SearchFilters,
+    check_query,
+    validate_filters,
+)
 from rag_serving.index.fingerprint import EmbedderFingerprint
 from rag_serving.index.fulltext import Bm25Hit, FulltextIndex
 from rag_serving.index.layout import IndexLayout, RemoteManifest
@@ -31,12 +37,6 @@ from rag_serving.index.manifest import (
 )
 from rag_serving.index.store import IndexStore, sql_in, sql_string
 from rag_serving.search.feedback import FeedbackSettings, rescored_list
-from rag_serving.search.filters import (
-    IndexVocabulary,
-    SearchFilters,
-    check_query,
-    validate_filters,
-)
 from rag_serving.search.fusion import (
     FusedHit,
     RankedList,
