@@ -1103,3 +1103,13 @@ def slugify(text: str) -> str:
     """Turn a folder name into a valid source name."""
     slug = re.sub(r"[^a-z0-9_-]+", "-", text.lower()).strip("-_")
     return (slug or "notes")[:63]
+
+
+def source_name(target: str) -> str:
+    """A source name for a folder, a file (without its suffix) or a URL (its host)."""
+    from urllib.parse import urlsplit
+
+    if "://" in target:
+        return slugify(urlsplit(target).hostname or "feeds")
+    path = Path(target)
+    return slugify(path.stem if path.is_file() else path.name)

@@ -125,7 +125,12 @@ def init(
 ) -> None:
     """Write a starter config with one source for PATH (its kind detected): a folder,
     an mbox or OPML file, or a feed's URL."""
-    from rag_serving.config import new_source_target, parse_config_file, starter_config
+    from rag_serving.config import (
+        new_source_target,
+        parse_config_file,
+        source_name,
+        starter_config,
+    )
     from rag_sources.errors import ConfigError
 
     kind, reason, source = new_source_target(path, kind)
@@ -139,18 +144,6 @@ def init(
     parse_config_file(target)  # what we write must load
     click.echo(f"Source kind: {kind} ({reason})")
     click.echo(f"Wrote {target}\nNext: ragline --config {target} index")
-
-
-def source_name(target: str) -> str:
-    """A source name for a folder, a file (without its suffix) or a URL (its host)."""
-    from urllib.parse import urlsplit
-
-    from rag_serving.config import slugify
-
-    if "://" in target:
-        return slugify(urlsplit(target).hostname or "feeds")
-    path = Path(target)
-    return slugify(path.stem if path.is_file() else path.name)
 
 
 @cli.command()
