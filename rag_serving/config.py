@@ -36,7 +36,7 @@ from pydantic import (
 from rag_serving.index.location import is_remote as is_remote_uri
 from rag_sources.config import FileSourceConfig, Strict, absolute_path, close_hint
 from rag_sources.errors import ConfigError
-from rag_sources.kinds import BUILT_IN_CONFIGS, BUILT_IN_KINDS
+from rag_sources.kinds import kind_info, registered_kinds
 from rag_sources.kinds.feeds.config import check_feed_url
 from rag_sources.limits import Limits
 
@@ -382,11 +382,13 @@ def postgres_url_problem(url: str, where: str) -> None:
 
 # Languages keyword search can stem (Tantivy's Snowball stemmers), by ISO 639-1 code;
 # "none" indexes words unstemmed.
+# Every registered kind's model (the built-in kinds and those of installed packages),
+# told apart by `kind`.
 SourceConfig = Annotated[
-    Union[BUILT_IN_CONFIGS],  # noqa: UP007 (a tuple of models: the registry's)
+    Union[tuple(info.config for info in registered_kinds().values())],  # noqa: UP007
     Field(discriminator="kind"),
 ]
-SOURCE_KINDS = BUILT_IN_KINDS
+SOURCE_KINDS = tuple(registered_kinds())
 EMBEDDER_PROVIDERS = ("sentence-transformers", "ollama")
 DEFAULT_PROVIDER = "sentence-transformers"
 
@@ -786,70 +788,6 @@ k = 10
 mode = "hybrid"   # hybrid | bm25 | vector
 """
 
-_SOURCE_BLOCKS = {
-    "markdown": """
-[[sources]]
-name = "{name}"
-kind = "markdown"
-path = "{path}"
-include = ["**/*.md"]
-exclude = []
-attachments = ["pdf"]   # also index these files of the vault (pdf, docx, pptx, png, ...)
-""",
-    "documents": """
-[[sources]]
-name = "{name}"
-kind = "documents"
-path = "{path}"
-include = ["**/*"]
-exclude = []
-ocr = "auto"            # OCR pages and images without text (Tesseract); or "off"
-ocr_languages = ["eng"]
-""",
-    "git": """
-[[sources]]
-name = "{name}"
-kind = "git"
-path = "{path}"
-# ref = "main"            # a branch, tag or commit (default: HEAD)
-include = ["**/*"]
-exclude = []
-history = true            # commits of the last history_months, at most history_max_commits
-history_months = 24
-history_max_commits = 5000
-""",
-    "mail": """
-[[sources]]
-name = "{name}"
-kind = "mail"
-path = "{path}"           # a folder of mbox files, Maildirs, .eml or .emlx files, or one mbox
-attachments = true        # index PDF, office and text attachments, linked to their message
-""",
-    "feeds": """
-[[sources]]
-name = "{name}"
-kind = "feeds"
-urls = ["{path}"]         # more URLs, or {{ url = "...", poll_minutes = 15 }}
-# opml = "subscriptions.opml"   # a feed reader's export
-poll_minutes = 60
-""",
-    "calibre": """
-[[sources]]
-name = "{name}"
-kind = "calibre"
-path = "{path}"           # the folder that holds metadata.db
-formats = ["epub", "pdf", "docx", "html", "txt", "md"]   # the first the book has is read
-""",
-}
-
-_FEEDS_OPML_BLOCK = """
-[[sources]]
-name = "{name}"
-kind = "feeds"
-opml = "{path}"           # a feed reader's subscriptions; add more with urls = ["https://..."]
-poll_minutes = 60
-"""
-
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 MAIL_SUFFIXES = (".mbox", ".eml", ".emlx", ".mbx")
 # Detection reads folder listings only (names and entry types, no file is opened),
@@ -1085,9 +1023,7 @@ def source_block(name: str, kind: str, source_path: Path | str) -> str:
     """The ``[[sources]]`` block of a new source, in the config file's TOML."""
     text = source_path.as_posix() if isinstance(source_path, Path) else source_path
     path = text.replace("\\", "\\\\").replace('"', '\\"')
-    if kind == "feeds" and text.lower().endswith(".opml"):
-        return _FEEDS_OPML_BLOCK.format(name=name, path=path)
-    return _SOURCE_BLOCKS[kind].format(name=name, path=path)
+    return kind_info(kind).config.source_block(name, path)
 
 
 def starter_config(

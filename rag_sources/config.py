@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from rag_sources.limits import Limits
+from rag_sources.listing import ListedItem
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 MISSING_SOURCE_HINT = "fix `path` (or mount the disk that holds it)"
@@ -77,6 +78,23 @@ class FileSourceConfig(Strict):
                 "digits, '-' or '_', starting with a letter or digit"
             )
         return value
+
+    # The [[sources]] block `ragline init` and `sources add` write for a new source of
+    # the kind: `{name}` and `{path}` (already escaped for TOML) are filled in.
+    SOURCE_BLOCK: ClassVar[str] = ""
+
+    @classmethod
+    def source_block(cls, name: str, path: str) -> str:
+        """The ``[[sources]]`` block of a new source of this kind for ``path`` (a folder,
+        a file or a URL, escaped for a TOML string)."""
+        return cls.SOURCE_BLOCK.format(name=name, path=path)
+
+    def listed_items(self, state_dir: Path | None) -> Iterator[ListedItem] | None:
+        """The source's items as the kind's own listing sees them, for ``ragline
+        status`` (nothing is fetched: a feed's entries fetched so far); ``state_dir``:
+        the kind's state folder, None when the index has none yet. None: a folder the
+        shared walker lists, compared by size and modification time."""
+        return None
 
     def extra_suffixes(self) -> tuple[str, ...]:
         """File suffixes selected besides ``include`` (a vault's attachments)."""

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import field_validator
 
 from rag_sources.config import FileSourceConfig, OcrMode, OcrSettings
+from rag_sources.listing import ListedItem
 
 
 class CalibreSourceConfig(FileSourceConfig, OcrSettings):
@@ -15,10 +17,23 @@ class CalibreSourceConfig(FileSourceConfig, OcrSettings):
     metadata and the text of one of its formats."""
 
     kind: Literal["calibre"]
+    SOURCE_BLOCK: ClassVar[str] = """
+[[sources]]
+name = "{name}"
+kind = "calibre"
+path = "{path}"           # the folder that holds metadata.db
+formats = ["epub", "pdf", "docx", "html", "txt", "md"]   # the first the book has is read
+"""
     ocr: OcrMode = "off"  # scanned PDF books take hours of OCR; turn on when wanted
     # Which of a book's formats is read, first found first.
     # (MOBI, AZW3, RTF, HTMLZ have no parser: a book with only those is skipped, saying so)
     formats: list[str] = ["epub", "pdf", "docx", "html", "txt", "md"]
+
+    def listed_items(self, state_dir: Path | None) -> Iterator[ListedItem]:
+        """One item per book of ``metadata.db``."""
+        from rag_sources.kinds.calibre.library import list_books
+
+        return list_books(self)
 
     def folder_problem(self, folder: Path) -> str | None:
         if (folder / "metadata.db").is_file():

@@ -3,3 +3,8 @@
 subscriptions (``opml``), the per-source archive of every entry ever seen
 (``archive``), and the ``SourceKind`` (``kind``). ``ragline status`` lists the
 archive without fetching anything."""
+
+from rag_sources.kinds import KindInfo
+from rag_sources.kinds.feeds.config import FeedsSourceConfig
+
+KIND = KindInfo(FeedsSourceConfig, "rag_sources.kinds.feeds.kind:FeedsKind")

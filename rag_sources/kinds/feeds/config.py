@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from rag_sources.config import FileSourceConfig, Strict, absolute_path
+from rag_sources.listing import ListedItem
 
 
 class FeedUrl(Strict):
@@ -50,6 +51,21 @@ class FeedsSourceConfig(FileSourceConfig):
 
     shared_state: ClassVar[bool] = True  # the archive of fetched entries
     kind: Literal["feeds"]
+    OPML_BLOCK: ClassVar[str] = """
+[[sources]]
+name = "{name}"
+kind = "feeds"
+opml = "{path}"           # a feed reader's subscriptions; add more with urls = ["https://..."]
+poll_minutes = 60
+"""
+    SOURCE_BLOCK: ClassVar[str] = """
+[[sources]]
+name = "{name}"
+kind = "feeds"
+urls = ["{path}"]         # more URLs, or {{ url = "...", poll_minutes = 15 }}
+# opml = "subscriptions.opml"   # a feed reader's export
+poll_minutes = 60
+"""
     path: Path | None = None  # not used: feeds have URLs (a local feed file may be one)
     urls: list[str | FeedUrl] = []
 
@@ -89,6 +105,18 @@ class FeedsSourceConfig(FileSourceConfig):
                 'and/or opml = "subscriptions.opml"'
             )
         return self
+
+    @classmethod
+    def source_block(cls, name: str, path: str) -> str:
+        """A feed's URL, or an OPML file of a feed reader's subscriptions."""
+        template = cls.OPML_BLOCK if path.lower().endswith(".opml") else cls.SOURCE_BLOCK
+        return template.format(name=name, path=path)
+
+    def listed_items(self, state_dir: Path | None) -> Iterator[ListedItem]:
+        """The entries fetched so far (nothing is fetched here)."""
+        from rag_sources.kinds.feeds.archive import list_archived_entries
+
+        return list_archived_entries(self, state_dir)
 
     def feeds(self) -> list[FeedUrl]:
         """The configured feeds (not those of the OPML file), each as a ``FeedUrl``."""

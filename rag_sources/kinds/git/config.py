@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
 from rag_sources.config import FileSourceConfig
+from rag_sources.listing import ListedItem
 
 
 def is_git_repository(folder: Path) -> bool:
@@ -23,7 +25,29 @@ class GitSourceConfig(FileSourceConfig):
     the text chunkers) and, with ``history``, its commits."""
 
     kind: Literal["git"]
+    SOURCE_BLOCK: ClassVar[str] = """
+[[sources]]
+name = "{name}"
+kind = "git"
+path = "{path}"
+# ref = "main"            # a branch, tag or commit (default: HEAD)
+include = ["**/*"]
+exclude = []
+history = true            # commits of the last history_months, at most history_max_commits
+history_months = 24
+history_max_commits = 5000
+"""
     ref: str | None = None  # a branch, tag or commit; None: whatever HEAD is
+
+    def listed_items(self, state_dir: Path | None) -> Iterator[ListedItem]:
+        """The ref's files and the history window's commits, by object id."""
+        from rag_sources.kinds.git.listing import list_git_items, open_source_repository
+
+        for item in list_git_items(self, open_source_repository(self)):
+            yield ListedItem(
+                item.key, item.fingerprint, item.size, problem=item.problem,
+                severity=item.severity, unavailable=item.unavailable,
+            )  # fmt: skip
 
     def folder_problem(self, folder: Path) -> str | None:
         if is_git_repository(folder):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import field_validator
 
@@ -13,6 +13,15 @@ class MarkdownSourceConfig(FileSourceConfig, OcrSettings):
     """A folder of Markdown notes, e.g. an Obsidian vault (with its attachments)."""
 
     kind: Literal["markdown"]
+    SOURCE_BLOCK: ClassVar[str] = """
+[[sources]]
+name = "{name}"
+kind = "markdown"
+path = "{path}"
+include = ["**/*.md"]
+exclude = []
+attachments = ["pdf"]   # also index these files of the vault (pdf, docx, pptx, png, ...)
+"""
     include: list[str] = ["**/*.md", "**/*.markdown"]
     # Files besides the notes indexed with the document parsers (by type). Images are
     # off by default: OCR of every screenshot in a vault is rarely wanted.
