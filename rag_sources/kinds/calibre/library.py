@@ -50,14 +50,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from wcmatch import glob
 
 from rag_sources.errors import ConfigError, SourceUnavailableError
-from rag_sources.kinds.calibre.config import CalibreSourceConfig
 from rag_sources.listing import ListedItem
+
+if TYPE_CHECKING:
+    # the config only names a type here: the config imports this module to list items
+    from rag_sources.kinds.calibre.config import CalibreSourceConfig
 
 METADATA_DB = "metadata.db"
 WAL_SUFFIX = "-wal"

@@ -19,14 +19,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from rag_sources.kinds.feeds.config import FeedsSourceConfig
 from rag_sources.kinds.feeds.fetch import feed_label, is_local, local_path, quoted
 from rag_sources.kinds.feeds.opml import read_opml
 from rag_sources.kinds.feeds.parse import Entry
 from rag_sources.listing import ListedItem
+
+if TYPE_CHECKING:
+    # the config only names a type here: the config imports this module to list items
+    from rag_sources.kinds.feeds.config import FeedsSourceConfig
 
 ARCHIVE_VERSION = 1
 FEEDS_FOLDER = "feeds"

@@ -10,14 +10,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from wcmatch import glob
 
 from rag_sources.errors import SourceUnavailableError
 from rag_sources.kinds.git import COMMIT_KEY_PREFIX
-from rag_sources.kinds.git.config import GitSourceConfig
 from rag_sources.kinds.git.repository import GitRepository, RepositoryError, open_repository
 from rag_sources.kinds.git.rules import entry_type_skip_reason, path_skip_reason
+
+if TYPE_CHECKING:
+    # the config only names a type here: the config imports this module to list items
+    from rag_sources.kinds.git.config import GitSourceConfig
 
 COMMIT_PREFIX = COMMIT_KEY_PREFIX
 _FLAGS = glob.GLOBSTAR | glob.DOTGLOB

@@ -39,10 +39,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_sources.errors import SourceUnavailableError
-from rag_sources.kinds.mail.config import MailSourceConfig
 from rag_sources.kinds.mail.mbox import MboxSpan, looks_like_mbox, message_bytes, split_mbox
 from rag_sources.kinds.mail.message import header_message_id, message_key_id, message_outline
 from rag_sources.listing import ListedItem
@@ -54,6 +53,10 @@ from rag_sources.scanning import (
     open_source_file,
     source_root,
 )
+
+if TYPE_CHECKING:
+    # the config only names a type here: the config imports this module to list items
+    from rag_sources.kinds.mail.config import MailSourceConfig
 
 CACHE_VERSION = 1
 ROOT_FOLDER = "Inbox"  # the folder of messages at the top of the source (Maildir++'s name)
