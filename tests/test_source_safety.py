@@ -25,11 +25,11 @@ import pytest
 from click.testing import CliRunner
 
 from rag_assets.sources import ItemStat, source_kind
-from rag_serving import scanning
 from rag_serving.config import RaglineConfig, parse_config_file
 from rag_serving.index.store import IndexStore
 from rag_serving.search import SearchEngine, SearchFilters
 from rag_serving.status import index_status
+from rag_sources import scanning
 from rag_sources.errors import SourceUnavailableError
 from rag_sources.formats.model import ItemSkipped, ParseOptions
 from rag_sources.kinds.markdown.config import MarkdownSourceConfig
