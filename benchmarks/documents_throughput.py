@@ -45,8 +45,8 @@ def _ocr_seconds_per_page(pages: int) -> dict[str, float]:
     """Render real paper pages to images, OCR them through the PDF parser."""
     import pymupdf
 
-    from rag_assets.formats.model import ParseOptions
-    from rag_assets.formats.router import parse_file
+    from rag_sources.formats.model import ParseOptions
+    from rag_sources.formats.router import parse_file
 
     work = Path(tempfile.mkdtemp(prefix="ragline-ocr-"))
     source = pymupdf.open(OCR_PAPER)
@@ -83,10 +83,10 @@ def main() -> None:
     import tomli_w
 
     from rag_assets import resources
-    from rag_assets.sources.files import FileSourceKind
     from rag_serving.config import parse_config_file
     from rag_serving.index.manifest import read_manifest
     from rag_serving.index.store import IndexStore
+    from rag_sources.kinds.files import FileSourceKind
     from ragline.indexing import index_sources
 
     work = Path(tempfile.mkdtemp(prefix="ragline-docs-bench-"))

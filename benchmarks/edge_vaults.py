@@ -91,7 +91,7 @@ CHECKS = ["items_indexed", "chunks_have_documents", "vectors_have_recorded_dimen
 PARTS = [
     ("rag_assets.stages.parse", "_parse_one", "parse:files"),
     ("rag_assets.stages.parse", "_write_documents", "parse:write"),
-    ("rag_assets.sources.base", "SourceKind.chunk", "chunk:chunker"),
+    ("rag_sources.kinds.base", "SourceKind.chunk", "chunk:chunker"),
     ("rag_assets.stages.chunk", "_write", "chunk:write"),
     ("rag_assets.stages.embed", "_vectors_for", "embed:vectors"),
 ]

@@ -261,7 +261,7 @@ def expanded_query(query: str, terms: list[tuple[str, float]], alpha: float) -> 
 def bm25_prf_matrix(
     lab: LabSet, stats: TermStats, source: str, m: int, n_terms: int, alpha: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    from rag_serving.search.filters import SearchFilters
+    from rag_serving.index.filters import SearchFilters
 
     position = {cid: i for i, cid in enumerate(lab.chunk_ids)}
     top = top_rows(lab.first[source], m)
@@ -283,8 +283,8 @@ def hub_costs(config_path: Path, rounds: int = 60) -> dict[str, float]:
     expanded by 10 terms against the plain one (texts of 5 hits analysed)."""
     from rag_serving.config import parse_config_file
     from rag_serving.index.analysis import _analyzer
+    from rag_serving.index.filters import SearchFilters
     from rag_serving.search import SearchEngine
-    from rag_serving.search.filters import SearchFilters
     from rag_serving.search.vectors import _one_blas_thread
 
     engine = SearchEngine(parse_config_file(config_path), read_consistency_s=None)

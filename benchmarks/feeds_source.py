@@ -59,9 +59,9 @@ def age_archive(state_dir: Path, hours: int = 2) -> None:
 
 
 def run(work: Path) -> dict[str, object]:
-    from rag_serving.feeds.poll import refresh_feeds
     from rag_serving.index.layout import IndexLayout
     from rag_serving.index.store import IndexStore
+    from rag_sources.kinds.feeds.poll import refresh_feeds
 
     with FeedServer() as server:
         urls = []

@@ -64,7 +64,7 @@ class LabSet:
         self.n_docs = len(self.doc_ids)
 
     def _compute(self, cache: Path) -> None:
-        from rag_serving.search.filters import SearchFilters
+        from rag_serving.index.filters import SearchFilters
 
         engine = self.engine
         assert engine.generation is not None

@@ -96,7 +96,7 @@ def quality(work: Path) -> dict[str, object]:
 def bare_read(repo_path: Path, history: bool) -> tuple[float, int, int]:
     """Seconds to read every blob of HEAD's tree and every commit with its diff
     through pygit2 alone: the reading a run cannot avoid."""
-    from rag_serving.gitrepo.repository import open_repository
+    from rag_sources.kinds.git.repository import open_repository
 
     started = time.perf_counter()
     repo = open_repository(repo_path)
@@ -156,7 +156,7 @@ def own_repository(work: Path) -> Path:
 
 
 def sensor_tick(repo: Path, work: Path) -> dict[str, float]:
-    from rag_serving.gitrepo.repository import open_repository
+    from rag_sources.kinds.git.repository import open_repository
 
     config_path = write_config(work / "tick.toml", work / "tick-data", repo)
     bare = median_seconds(lambda: open_repository(repo).resolve(None))

@@ -300,7 +300,7 @@ def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
 
 def fingerprint_for(dim: int) -> Any:
     """The bundled model's fingerprint (what ``ragline index`` would record)."""
-    from rag_serving.embedders.base import EmbedderFingerprint
+    from rag_serving.index.fingerprint import EmbedderFingerprint
 
     return EmbedderFingerprint("sentence-transformers", "all-MiniLM-L6-v2", dim)
 
@@ -435,7 +435,7 @@ MODES = ("hybrid", "vector", "bm25", "vector+filter")
 
 def measure_modes(engine: Any, queries: list[str]) -> tuple[dict[str, Any], dict[str, list]]:
     """p50/p95 of each mode over ``queries`` (k = 10), and the hit ids per query."""
-    from rag_serving.search.filters import SearchFilters
+    from rag_serving.index.filters import SearchFilters
 
     narrow = SearchFilters(sources=(SOURCES[-1],))  # the smallest source (~5% of chunks)
     out, ids = {}, {}

@@ -49,8 +49,8 @@ def corpus_files() -> list[Path]:
 def child_parse(ocr: str) -> dict[str, Any]:
     """Parse every corpus PDF with the ``rag_assets`` first on ``sys.path``."""
     import rag_assets
-    from rag_assets.formats.model import ParseOptions
-    from rag_assets.formats.router import PARSER_VERSIONS, parse_file
+    from rag_sources.formats.model import ParseOptions
+    from rag_sources.formats.router import PARSER_VERSIONS, parse_file
 
     assert Path(rag_assets.__file__).is_relative_to(Path.cwd()), rag_assets.__file__
 
@@ -76,8 +76,8 @@ def child_check_cost() -> dict[str, Any]:
     """Per page: MuPDF's extraction time and the text-quality check's time."""
     import pymupdf
 
-    from rag_assets.formats.pdf import _flags
-    from rag_assets.formats.text import UNREADABLE, text_quality
+    from rag_sources.formats.pdf import _flags
+    from rag_sources.formats.text import UNREADABLE, text_quality
 
     pages = 0
     extract_s = check_s = 0.0
@@ -127,7 +127,7 @@ def run_child(code_root: Path, task: str, out: Path) -> dict[str, Any]:
 def unreadable_counts(body: str) -> tuple[int, int, int]:
     """(non-whitespace characters, unreadable ones, private-use ones) of ``body``,
     by this checkout's rule (``main`` puts it first on ``sys.path``)."""
-    from rag_assets.formats.text import text_quality
+    from rag_sources.formats.text import text_quality
 
     quality = text_quality(body)
     return quality.chars, quality.unreadable, quality.private_use

@@ -83,7 +83,7 @@ def _snippets(engine: Any, queries: list[str], k: int) -> Component:
 def bare_components(engine: Any, queries: list[str], k: int = 10) -> dict[str, Any]:
     """p50 ms of each bare component (isolated) and, per mode, the p50 of its
     components run in sequence; the sum of the isolated p50s per mode."""
-    from rag_serving.search.filters import SearchFilters
+    from rag_serving.index.filters import SearchFilters
 
     fused = max(engine.config.search.candidates, k)
     served = 2 * k

@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 from dagster import MetadataValue, TableColumn, TableMetadataValue, TableRecord, TableSchema
 
-from rag_serving.embedders.base import EmbedderFingerprint
+from rag_serving.index.fingerprint import EmbedderFingerprint
 from rag_serving.index.fulltext import FulltextIndex
 from rag_serving.index.manifest import Generation, read_manifest
 from rag_serving.index.store import IndexStore, sql_in, sql_string

@@ -12,7 +12,7 @@ from rag_assets.schedules.reconcile import build_reconcile_schedule
 from rag_assets.sensors.source_changes import build_source_changes_sensor
 from rag_assets.sensors.source_partitions import build_source_partitions_sensor
 from rag_serving.config import RaglineConfig, load_config
-from rag_serving.errors import ConfigError
+from rag_sources.errors import ConfigError
 
 
 def _loaded() -> RaglineConfig:

@@ -19,7 +19,7 @@ from typing import Any
 from dagster import ExecutorDefinition, in_process_executor, multiprocess_executor
 
 from rag_serving.config import DagsterConfig
-from rag_serving.errors import RaglineError
+from rag_sources.errors import RaglineError
 
 # Celery settings shared by the executor (which sends steps) and `ragline worker`.
 CELERY_QUEUE = "dagster"  # the queue dagster-celery routes steps to

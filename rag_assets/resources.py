@@ -9,10 +9,11 @@ from typing import Any
 from dagster import ConfigurableResource
 
 from rag_assets.run_values import RUN_VALUES, RunValuesIOManager
-from rag_serving.config import FileSourceConfig, RaglineConfig, load_config
+from rag_serving.config import RaglineConfig, load_config
 from rag_serving.embedders import Embedder, create_embedder
 from rag_serving.index.commit_lock import CommitLock, local_commit_lock, postgres_commit_lock
 from rag_serving.index.store import IndexStore
+from rag_sources.config import FileSourceConfig
 
 # One lock per database: every index written by the hosts sharing it takes turns.
 _POSTGRES_LOCK_NAME = "index"

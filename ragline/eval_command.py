@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from rag_serving.config import CONFIG_ENV, RaglineConfig, parse_config_file
-from rag_serving.errors import RaglineError
+from rag_sources.errors import RaglineError
 
 if TYPE_CHECKING:
     from rich.progress import Progress

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag_serving.config import RaglineConfig
-from rag_serving.errors import RaglineError
+from rag_sources.errors import RaglineError
 
 # A failed step's traceback stays in the run's log (the UI shows it); the command
 # prints the one-line cause.

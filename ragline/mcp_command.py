@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from rag_serving.config import RaglineConfig
-from rag_serving.errors import ConfigError
+from rag_sources.errors import ConfigError
 
 # Claude Code scopes: user (every project), project (.mcp.json, shared), local.
 SCOPES = ("user", "project", "local")

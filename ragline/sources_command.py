@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from rag_serving.config import SOURCE_KINDS, RaglineConfig
-from rag_serving.errors import RaglineError
+from rag_sources.errors import RaglineError
 from ragline.output import console, print_json, safe_text
 
 
@@ -76,9 +76,8 @@ def add_source(
     The block is appended as text, so the file's comments and layout are kept; the
     result is validated and the file restored if it does not load.
     """
-    from rag_serving.config import new_source_target, parse_config_file, source_block
-    from rag_serving.errors import ConfigError
-    from ragline.cli import source_name
+    from rag_serving.config import new_source_target, parse_config_file, source_block, source_name
+    from rag_sources.errors import ConfigError
 
     path = config.config_path
     if path is None:

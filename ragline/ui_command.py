@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from rag_serving.config import RaglineConfig
-from rag_serving.errors import RaglineError
+from rag_sources.errors import RaglineError
 
 # Written while `ragline ui` runs, so other processes (the MCP server's reindex
 # tool) can launch runs through the running webserver and daemon.

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rag_serving.config import RaglineConfig
-from rag_serving.errors import RaglineError
 from rag_serving.index.layout import IndexLayout
+from rag_sources.errors import RaglineError
 from ragline.indexing import InProcessIndexer, MaintenanceOutcome, SourceRunOutcome
 
 # Events closer together than STEP_MS are one batch; a batch never waits longer than

@@ -6,7 +6,7 @@ import os
 import socket
 
 from rag_serving.config import RaglineConfig
-from rag_serving.errors import ConfigError
+from rag_sources.errors import ConfigError
 
 
 def run_worker(

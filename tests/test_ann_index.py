@@ -17,8 +17,9 @@ import pyarrow as pa
 import pytest
 
 from rag_serving.config import RaglineConfig
-from rag_serving.embedders.base import Embedder, EmbedderFingerprint
+from rag_serving.embedders.base import Embedder
 from rag_serving.index import ann
+from rag_serving.index.fingerprint import EmbedderFingerprint
 from rag_serving.index.fulltext import FulltextIndex
 from rag_serving.index.manifest import Generation, IndexManifest, write_manifest
 from rag_serving.index.schema import SCHEMA_VERSION, chunks_schema

@@ -15,7 +15,6 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from rag_assets.formats.markdown import block_tokens, parse_markdown
 from rag_assets.sources import source_kind
 from rag_assets.stages import chunk as chunk_stage
 from rag_assets.stages.chunk import chunk_source, row_batches
@@ -23,16 +22,13 @@ from rag_assets.stages.embed import embed_source, target_generation
 from rag_assets.stages.fulltext import sync_fulltext
 from rag_assets.stages.parse import parse_source
 from rag_assets.stages.scan import scan_source
-from rag_serving.config import (
-    ChunkingConfig,
-    MarkdownSourceConfig,
-    OllamaConfig,
-    SentenceTransformersConfig,
-)
+from rag_serving.config import ChunkingConfig, OllamaConfig, SentenceTransformersConfig
 from rag_serving.embedders import Embedder, create_embedder
 from rag_serving.embedders.sentence_transformers import TOKENIZE_SLICE
 from rag_serving.index import schema as schemas
 from rag_serving.index.store import IndexStore
+from rag_sources.formats.markdown import block_tokens, parse_markdown
+from rag_sources.kinds.markdown.config import MarkdownSourceConfig
 from tests.conftest import HELP_VAULT
 from tests.embed_recorder import Recorder
 from tests.ollama_standin import OllamaStandIn

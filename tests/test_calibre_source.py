@@ -20,19 +20,20 @@ from pathlib import Path
 
 import pytest
 
-from rag_assets.formats import router
-from rag_assets.formats.model import ItemSkipped, ParseOptions
 from rag_assets.sources import source_kind
-from rag_assets.sources.calibre import CalibreKind
-from rag_serving.calibre import library
-from rag_serving.calibre.library import READABLE_FORMATS, list_books, read_books
-from rag_serving.config import CalibreSourceConfig, RaglineConfig, parse_config_file
-from rag_serving.errors import SourceUnavailableError
+from rag_serving.config import RaglineConfig, parse_config_file
 from rag_serving.index.store import sql_string
-from rag_serving.listing import list_source_items
 from rag_serving.search import SearchFilters
 from rag_serving.search.engine import SearchEngine
 from rag_serving.status import index_status
+from rag_sources.errors import SourceUnavailableError
+from rag_sources.formats import router
+from rag_sources.formats.model import ItemSkipped, ParseOptions
+from rag_sources.kinds.calibre import library
+from rag_sources.kinds.calibre.config import CalibreSourceConfig
+from rag_sources.kinds.calibre.kind import CalibreKind
+from rag_sources.kinds.calibre.library import READABLE_FORMATS, list_books, read_books
+from rag_sources.listing import list_source_items
 from ragline.indexing import index_sources
 from tests.calibre_library import (
     CALIBREDB,

@@ -16,17 +16,18 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from rag_assets.formats.model import ParsedDocument, ParseOptions
-from rag_assets.formats.router import parse_file
-from rag_serving.charsets import codec_for, decode_declared
-from rag_serving.config import FeedsSourceConfig, RaglineConfig
-from rag_serving.feeds import archive
-from rag_serving.feeds.archive import list_archived_entries
-from rag_serving.feeds.fetch import fetch_feed
-from rag_serving.feeds.parse import Feed, parse_feed
-from rag_serving.feeds.poll import refresh_feeds
-from rag_serving.mailstore.message import read_message
+from rag_serving.config import RaglineConfig
 from rag_serving.search.engine import SearchEngine
+from rag_sources.charsets import codec_for, decode_declared
+from rag_sources.formats.model import ParsedDocument, ParseOptions
+from rag_sources.formats.router import parse_file
+from rag_sources.kinds.feeds import archive
+from rag_sources.kinds.feeds.archive import list_archived_entries
+from rag_sources.kinds.feeds.config import FeedsSourceConfig
+from rag_sources.kinds.feeds.fetch import fetch_feed
+from rag_sources.kinds.feeds.parse import Feed, parse_feed
+from rag_sources.kinds.feeds.poll import refresh_feeds
+from rag_sources.kinds.mail.message import read_message
 from tests.conftest import SHARED_DATA, build_index, write_config
 from tests.feed_server import FeedServer, lan_address, rss
 

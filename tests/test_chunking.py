@@ -1,4 +1,4 @@
-"""Tests for rag_assets.chunking, measured with the real all-MiniLM-L6-v2 tokenizer."""
+"""Tests for rag_sources.chunking, measured with the real all-MiniLM-L6-v2 tokenizer."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rag_assets.chunking import Chunk, chunk_note, chunk_sections, heading_anchor
-from rag_assets.formats.markdown import ParsedNote, parse_markdown
-from rag_assets.formats.model import Section
+from rag_sources.chunking import Chunk, chunk_note, chunk_sections, heading_anchor
+from rag_sources.formats.markdown import ParsedNote, parse_markdown
+from rag_sources.formats.model import Section
 from tests.tokenizer import Counter
 
 VAULT = (

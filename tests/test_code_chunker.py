@@ -1,4 +1,4 @@
-"""Tests for rag_assets.code: syntax-aware chunks of source files, measured with the
+"""Tests for rag_sources.code: syntax-aware chunks of source files, measured with the
 real all-MiniLM-L6-v2 tokenizer, on real-looking sources in 16 languages."""
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ from itertools import pairwise
 
 import pytest
 
-from rag_assets.chunking import Chunk
-from rag_assets.code import (
+from rag_sources.chunking import Chunk
+from rag_sources.code import (
     CODE_CHUNKER_VERSION,
     CODE_LANGUAGES,
     chunk_code,
     code_symbols,
     language_for,
 )
-from rag_assets.code import languages as code_languages
-from rag_assets.code.languages import parse
+from rag_sources.code import languages as code_languages
+from rag_sources.code.languages import parse
 from tests.code_snippets import PYTHON, SNIPPETS, Snippet
 from tests.tokenizer import Counter
 

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from rag_serving.config import find_config_path, parse_config_file
-from rag_serving.errors import ConfigError
+from rag_sources.errors import ConfigError
 from ragline.cli import cli
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from rag_assets.recovery import HEARTBEAT_TAG, PROCESS_TAG, reap_dead_runs
 from rag_serving.config import DagsterConfig, parse_config_file
-from rag_serving.errors import ConfigError
+from rag_sources.errors import ConfigError
 from tests.conftest import write_config
 from tests.postgres_server import postgres_database
 from tests.test_lifecycle import _materialization_times, write_notes

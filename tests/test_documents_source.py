@@ -15,9 +15,9 @@ import pymupdf
 import pytest
 
 from rag_serving.config import RaglineConfig, parse_config_file
-from rag_serving.errors import FilterError
 from rag_serving.search import SearchEngine, SearchFilters
 from rag_serving.status import index_status
+from rag_sources.errors import FilterError
 from tests.conftest import SHARED_DATA, write_config
 
 pytestmark = pytest.mark.shared_data
@@ -265,7 +265,7 @@ def test_a_renamed_or_copied_pdf_is_neither_parsed_nor_embedded(library: dict[st
 def test_a_new_parser_version_reparses_only_its_type(
     library: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rag_assets.formats import router
+    from rag_sources.formats import router
 
     monkeypatch.setitem(router.PARSER_VERSIONS, "pptx", "pptx/99")
     metadata, _ = _run(library["config"])

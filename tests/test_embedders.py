@@ -10,7 +10,7 @@ import pytest
 
 from rag_serving.config import RaglineConfig, SentenceTransformersConfig
 from rag_serving.embedders import available_providers, create_embedder
-from rag_serving.errors import EmbedderError
+from rag_sources.errors import EmbedderError
 
 
 def test_registry_lists_providers() -> None:

@@ -178,7 +178,7 @@ def test_render_note_keeps_text_verbatim() -> None:
     assert render_note(BeirDocument("1", "A  title\n", "Body.")) == (
         '---\ntitle: "A title"\n---\n# A title\n\nBody.\n'
     )
-    from rag_assets.formats.markdown import parse_markdown
+    from rag_sources.formats.markdown import parse_markdown
 
     quoted = render_note(BeirDocument("4", 'He said "yes": a: b', "x"))
     assert parse_markdown(quoted.encode(), "n.md").title == 'He said "yes": a: b'

@@ -9,7 +9,6 @@ import pytest
 
 from rag_serving.config import SentenceTransformersConfig
 from rag_serving.embedders import create_embedder
-from rag_serving.errors import ConfigError
 from rag_serving.search.feedback import (
     FeedbackSettings,
     feedback_vector,
@@ -17,6 +16,7 @@ from rag_serving.search.feedback import (
     rescored_list,
 )
 from rag_serving.search.fusion import FusedHit, RankedList, zscore_fusion
+from rag_sources.errors import ConfigError
 
 TECH = {
     "iphone": "Apple released a new iPhone with a faster chip",

@@ -13,14 +13,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from rag_serving.config import FeedsSourceConfig
-from rag_serving.errors import SourceUnavailableError
-from rag_serving.feeds import archive
-from rag_serving.feeds.archive import FeedSpec, FeedState, list_archived_entries
-from rag_serving.feeds.fetch import FetchError, fetch_feed
-from rag_serving.feeds.opml import read_opml
-from rag_serving.feeds.parse import Entry, parse_feed
-from rag_serving.feeds.poll import refresh_feeds
+from rag_sources.errors import SourceUnavailableError
+from rag_sources.kinds.feeds import archive
+from rag_sources.kinds.feeds.archive import FeedSpec, FeedState, list_archived_entries
+from rag_sources.kinds.feeds.config import FeedsSourceConfig
+from rag_sources.kinds.feeds.fetch import FetchError, fetch_feed
+from rag_sources.kinds.feeds.opml import read_opml
+from rag_sources.kinds.feeds.parse import Entry, parse_feed
+from rag_sources.kinds.feeds.poll import refresh_feeds
 from tests.conftest import SHARED_DATA
 from tests.feed_server import FeedServer, unused_port
 

@@ -13,11 +13,11 @@ from datetime import datetime, timedelta
 import pytest
 
 from rag_serving.config import RaglineConfig, parse_config_file
-from rag_serving.feeds import archive
 from rag_serving.index.layout import IndexLayout
 from rag_serving.search import SearchFilters
 from rag_serving.search.engine import SearchEngine
 from rag_serving.status import index_status
+from rag_sources.kinds.feeds import archive
 from ragline.indexing import index_sources
 from tests.conftest import SHARED_DATA, write_config
 from tests.feed_server import FeedServer, unused_port

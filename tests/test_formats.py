@@ -1,4 +1,4 @@
-"""Tests for the document format parsers (rag_assets/formats): real files only.
+"""Tests for the document format parsers (rag_sources/formats): real files only.
 
 Files are either built here with the libraries that write them (python-docx,
 python-pptx, openpyxl, PyMuPDF, Pillow; see format_fixtures.py) or read from the
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from rag_assets.formats.model import ItemError, ItemSkipped, ParsedDocument, ParseOptions
-from rag_assets.formats.ocr import ocr_available, page_ranges
-from rag_assets.formats.pdf import pdf_date
-from rag_assets.formats.router import (
+from rag_sources.formats.model import ItemError, ItemSkipped, ParsedDocument, ParseOptions
+from rag_sources.formats.ocr import ocr_available, page_ranges
+from rag_sources.formats.pdf import pdf_date
+from rag_sources.formats.router import (
     FILE_TYPES,
     OCR_TYPES,
     PARSER_VERSIONS,
@@ -32,7 +32,7 @@ from rag_assets.formats.router import (
     file_type,
     parse_file,
 )
-from rag_assets.formats.text import UNREADABLE
+from rag_sources.formats.text import UNREADABLE
 from tests.format_fixtures import (
     OCR_TEXT,
     encrypt_ooxml,
@@ -130,7 +130,7 @@ def test_router_tables_agree() -> None:
 
 def test_router_import_is_light() -> None:
     code = (
-        "import sys, rag_assets.formats.router; "
+        "import sys, rag_sources.formats.router; "
         "heavy = [m for m in ('pymupdf', 'docx', 'pptx', 'openpyxl', 'ebooklib', 'selectolax', "
         "'lxml') if m in sys.modules]; print(heavy)"
     )

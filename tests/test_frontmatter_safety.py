@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from rag_assets.formats.markdown import (
+from rag_serving.config import RaglineConfig
+from rag_serving.index.store import IndexStore, sql_string
+from rag_serving.search import SearchEngine
+from rag_sources.formats.markdown import (
     MAX_FRONTMATTER_CHARS,
     MAX_FRONTMATTER_DEPTH,
     ParsedNote,
     parse_markdown,
     parse_markdown_document,
 )
-from rag_assets.formats.model import json_safe
-from rag_serving.config import RaglineConfig
-from rag_serving.index.store import IndexStore, sql_string
-from rag_serving.search import SearchEngine
+from rag_sources.formats.model import json_safe
 from tests.conftest import build_index, write_config
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""rag_serving.gitrepo: reading real repositories built with the git program, and the skip rules."""
+"""rag_sources.kinds.git: reading real repositories built with the git program, and the skip rules."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from rag_serving.gitrepo import (
+from rag_sources.kinds.git.repository import RepositoryError, open_repository
+from rag_sources.kinds.git.rules import (
+    NO_ATTRIBUTES,
+    UNDECODABLE_REASON,
     PathAttributes,
-    RepositoryError,
     content_skip_reason,
     entry_type_skip_reason,
-    open_repository,
     path_skip_reason,
 )
-from rag_serving.gitrepo.rules import NO_ATTRIBUTES, UNDECODABLE_REASON
 from tests.git_repos import (
     ALICE,
     BOB,
@@ -159,7 +159,7 @@ def test_a_repository_owned_by_another_user_gets_the_safe_directory_advice(
             open_repository(repo)
         text = str(err.value)
     else:  # files cannot be given away without root: libgit2's own message, mapped
-        from rag_serving.gitrepo.repository import _open_error
+        from rag_sources.kinds.git.repository import _open_error
 
         text = str(_open_error(repo, f"repository path '{repo}' is not owned by current user"))
     assert "dubious ownership" in text
@@ -725,8 +725,8 @@ def test_content_rules_leave_prose_and_ordinary_code_alone() -> None:
     assert content_skip_reason("retry.py", make_repo.__doc__.encode()) is None
     # This project's own sources, which spell out the patterns, are not skipped.
     for own in (
-        "rag_serving/gitrepo/rules.py",
-        "rag_serving/gitrepo/repository.py",
+        "rag_sources/kinds/git/rules.py",
+        "rag_sources/kinds/git/repository.py",
         "tests/test_git_repository.py",
         "tests/git_repos.py",
     ):
@@ -790,7 +790,7 @@ def test_a_truncated_loose_object_is_reported_as_damaged_not_read_forever(
         loose.write_bytes(loose.read_bytes()[: 30 if oid == tree else 200])
     script = (
         "import sys\n"
-        "from rag_serving.gitrepo import RepositoryError, open_repository\n"
+        "from rag_sources.kinds.git.repository import RepositoryError, open_repository\n"
         "repo = open_repository(sys.argv[1])\n"
         "head = repo.resolve(None)\n"
         "try:\n"

@@ -12,13 +12,13 @@ import pytest
 from click.testing import CliRunner
 
 from rag_serving.config import RaglineConfig, parse_config_file
-from rag_serving.errors import ConfigError, FilterError
 from rag_serving.index.store import sql_string
 from rag_serving.mcp.auth import Access
 from rag_serving.mcp.service import RaglineService
 from rag_serving.search import SearchFilters
 from rag_serving.search.engine import SearchEngine
 from rag_serving.status import index_status
+from rag_sources.errors import ConfigError, FilterError
 from ragline.cli import cli
 from ragline.indexing import index_sources
 from tests.conftest import write_config
@@ -308,7 +308,7 @@ def test_history_window_by_count_and_history_off(tmp_path: Path) -> None:
 
 
 def _day(text: str):
-    from rag_serving.search.filters import parse_date
+    from rag_serving.index.filters import parse_date
 
     return parse_date(text, "--after")
 
@@ -351,7 +351,11 @@ def test_this_projects_repository(tmp_path: Path) -> None:
     found by its purpose with its exact lines, and a commit by its message."""
     clone = tmp_path / "ragline"
     git(tmp_path, "clone", "-q", "--no-local", str(ROOT), str(clone))
-    source = git_source(clone, include=["rag_serving/search/**/*.py"], history_max_commits=20)
+    source = git_source(
+        clone,
+        include=["rag_serving/search/**/*.py", "rag_serving/index/filters.py"],
+        history_max_commits=20,
+    )
     config = parse_config_file(write_config(tmp_path, [source], tmp_path / "data"))
     index(config)
     engine = SearchEngine(config)
@@ -361,7 +365,7 @@ def test_this_projects_repository(tmp_path: Path) -> None:
         filters=SearchFilters(languages=("python",)),
     ).hits
     best = next(h for h in hits if h.symbol)
-    assert (best.path, best.symbol) == ("rag_serving/search/filters.py", "normalize_path_prefix")
+    assert (best.path, best.symbol) == ("rag_serving/index/filters.py", "normalize_path_prefix")
     lines = (clone / best.path).read_text().splitlines()
     defining = next(
         n for n, line in enumerate(lines, 1) if line.startswith("def normalize_path_prefix(")

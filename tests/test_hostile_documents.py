@@ -24,16 +24,16 @@ from pathlib import Path
 
 import pytest
 
-from rag_assets.formats.html import html_text
-from rag_assets.formats.model import (
+from rag_sources.formats.html import html_text
+from rag_sources.formats.model import (
     ItemError,
     ItemSkipped,
     ParsedDocument,
     ParseOptions,
     options_for,
 )
-from rag_assets.formats.router import file_type, parse_bytes, parse_file
-from rag_serving.limits import Limits
+from rag_sources.formats.router import file_type, parse_bytes, parse_file
+from rag_sources.limits import Limits
 from tests.format_fixtures import (
     forge_declared_size,
     make_docx,
@@ -108,9 +108,9 @@ def run_isolated(code: str, limit_mb: int = 1024, timeout: float = 120) -> dict[
 
 PARSE_IN_CHILD = """
 from pathlib import Path
-from rag_assets.formats.model import ItemError, ItemSkipped, options_for
-from rag_assets.formats.router import file_type, parse_file
-from rag_serving.limits import Limits
+from rag_sources.formats.model import ItemError, ItemSkipped, options_for
+from rag_sources.formats.router import file_type, parse_file
+from rag_sources.limits import Limits
 path = Path({path!r})
 options = options_for(Limits(**{limits!r}), allow_deferred_work={deferred!r})
 try:
@@ -288,8 +288,8 @@ def test_library_errors_lose_paths_and_tracebacks() -> None:
 
     import pymupdf
 
-    from rag_assets.formats.ocr import tessdata_dir
-    from rag_assets.formats.text import short_error
+    from rag_sources.formats.ocr import tessdata_dir
+    from rag_sources.formats.text import short_error
 
     class FullDisk(io.BytesIO):
         def write(self, data: object) -> int:

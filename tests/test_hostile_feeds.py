@@ -15,13 +15,13 @@ from pathlib import Path
 import httpcore
 import pytest
 
-from rag_serving.config import FeedsSourceConfig
-from rag_serving.errors import SourceUnavailableError
-from rag_serving.feeds import archive
-from rag_serving.feeds import fetch as fetch_module
-from rag_serving.feeds.archive import FeedSpec, FeedState, list_archived_entries
-from rag_serving.feeds.fetch import REASON_CHARS, FetchError, fetch_feed
-from rag_serving.feeds.network import (
+from rag_sources.errors import SourceUnavailableError
+from rag_sources.kinds.feeds import archive
+from rag_sources.kinds.feeds import fetch as fetch_module
+from rag_sources.kinds.feeds.archive import FeedSpec, FeedState, list_archived_entries
+from rag_sources.kinds.feeds.config import FeedsSourceConfig
+from rag_sources.kinds.feeds.fetch import REASON_CHARS, FetchError, fetch_feed
+from rag_sources.kinds.feeds.network import (
     LOCAL,
     PRIVATE,
     PUBLIC,
@@ -29,9 +29,9 @@ from rag_serving.feeds.network import (
     GuardedBackend,
     address_reach,
 )
-from rag_serving.feeds.opml import read_opml
-from rag_serving.feeds.parse import Entry, parse_feed
-from rag_serving.feeds.poll import refresh_feeds
+from rag_sources.kinds.feeds.opml import read_opml
+from rag_sources.kinds.feeds.parse import Entry, parse_feed
+from rag_sources.kinds.feeds.poll import refresh_feeds
 from tests.feed_server import FeedServer, lan_address, rss, zeros_gzip
 
 GOOD = rss("Good", "Zebras cross the river", "Volcano wakes")
@@ -431,9 +431,9 @@ def test_the_deadline_covers_connecting_too() -> None:
 
 
 def test_an_entry_of_html_nested_100000_deep_is_indexed_as_text_with_a_warning() -> None:
-    from rag_assets.formats.model import options_for
-    from rag_assets.sources.feeds import entry_document
-    from rag_serving.limits import Limits
+    from rag_sources.formats.model import options_for
+    from rag_sources.kinds.feeds.kind import entry_document
+    from rag_sources.limits import Limits
 
     html = "<div>" * 100_000 + "Glacier retreat measured" + "</div>" * 100_000
     state = FeedState(url="https://example.org/feed")

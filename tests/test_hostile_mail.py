@@ -16,18 +16,19 @@ from pathlib import Path
 
 import pytest
 
-from rag_assets.formats.model import ItemSkipped, ParseOptions
-from rag_assets.sources.mail import MailKind
-from rag_serving.config import MailSourceConfig, RaglineConfig, parse_config_file
-from rag_serving.limits import Limits
-from rag_serving.mailstore.listing import scan_mail
-from rag_serving.mailstore.mbox import split_mbox
-from rag_serving.mailstore.message import read_message
+from rag_serving.config import RaglineConfig, parse_config_file
 from rag_serving.mcp.auth import Access
 from rag_serving.mcp.documents import normalize_path
 from rag_serving.mcp.service import RaglineService
 from rag_serving.search.engine import SearchEngine
 from rag_serving.status import index_status
+from rag_sources.formats.model import ItemSkipped, ParseOptions
+from rag_sources.kinds.mail.config import MailSourceConfig
+from rag_sources.kinds.mail.kind import MailKind
+from rag_sources.kinds.mail.listing import scan_mail
+from rag_sources.kinds.mail.mbox import split_mbox
+from rag_sources.kinds.mail.message import read_message
+from rag_sources.limits import Limits
 from ragline.indexing import index_sources
 from tests.conftest import write_config
 
@@ -143,7 +144,7 @@ def test_many_attachments_are_each_read_without_walking_the_message_again(
     keys = [i.key for i in kind.list_items() if "/attachments/" in i.key]
     assert len(keys) == 300
     started = time.perf_counter()
-    from rag_serving.mailstore.message import attachment_payload
+    from rag_sources.kinds.mail.message import attachment_payload
 
     record, msg = kind._read("many.eml", kind._entry("many.eml"))  # type: ignore[arg-type]
     payloads = [attachment_payload(msg, a.number) for a in record.attachments]
@@ -378,7 +379,7 @@ def test_a_long_references_chain_keeps_its_root_and_last_ids_without_itself() ->
         headers=b"References:" + references + b" <self@example.org> <r0@example.org>\n"
         b"In-Reply-To: <self@example.org>\n",
     )  # fmt: skip
-    from rag_serving.mailstore.message import MAX_REFERENCES
+    from rag_sources.kinds.mail.message import MAX_REFERENCES
 
     record, _ = read_message(data, Limits())
     assert len(record.references) == MAX_REFERENCES
@@ -389,7 +390,7 @@ def test_a_long_references_chain_keeps_its_root_and_last_ids_without_itself() ->
 
 
 def test_attachment_names_no_temp_file_can_carry_are_indexed(tmp_path: Path) -> None:
-    # issue 26 item 15: the temp writer of rag_assets.formats.router (80 four-byte
+    # issue 26 item 15: the temp writer of rag_sources.formats.router (80 four-byte
     # characters are 320 bytes, over a file name's 255).
     source = tmp_path / "mail"
     source.mkdir()

@@ -15,10 +15,10 @@ from pathlib import Path
 import lancedb
 import pytest
 
-from rag_assets.formats.router import PARSER_VERSIONS
 from rag_serving.config import parse_config_file
-from rag_serving.errors import IndexNeedsUpgradeError
 from rag_serving.search import SearchEngine, SearchFilters
+from rag_sources.errors import IndexNeedsUpgradeError
+from rag_sources.formats.router import PARSER_VERSIONS
 from ragline.indexing import index_sources
 from tests.conftest import write_config
 

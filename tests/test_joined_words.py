@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from rag_serving.index.filters import SearchFilters
 from rag_serving.index.fulltext import FulltextIndex, loosen_joined_words
-from rag_serving.search.filters import SearchFilters
 
 NOTES = {
     "twitch": "Sprinters have more fast fibres; the twitch of those muscles is short.",

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from rag_serving.config import RaglineConfig, parse_config_file
-from rag_serving.errors import IndexNeedsUpgradeError
 from rag_serving.index.analysis import (
     DEFAULT_TEXT_FIELD,
     NOSPACE_RUN,
@@ -29,6 +28,7 @@ from rag_serving.index.fulltext import FulltextIndex
 from rag_serving.index.layout import IndexLayout
 from rag_serving.index.manifest import read_manifest
 from rag_serving.search import SearchEngine, SearchFilters
+from rag_sources.errors import IndexNeedsUpgradeError
 from tests.conftest import CHINESE_NOTES, HUB_PLUGINS, SHARED_DATA, build_index, write_config
 
 EPUBS = SHARED_DATA / "corpora" / "epub"

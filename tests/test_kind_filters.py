@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rag_serving.errors import FilterError
-from rag_serving.search.filters import IndexVocabulary, SearchFilters, validate_filters
+from rag_serving.index.filters import IndexVocabulary, SearchFilters, validate_filters
+from rag_sources.errors import FilterError
 
 DOCS = [
     {

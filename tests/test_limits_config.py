@@ -9,8 +9,8 @@ import pytest
 
 from rag_assets.sources import source_kind
 from rag_serving.config import parse_config_file
-from rag_serving.errors import ConfigError
-from rag_serving.limits import Limits
+from rag_sources.errors import ConfigError
+from rag_sources.limits import Limits
 
 SOURCES = """
 [[sources]]

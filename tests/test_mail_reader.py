@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from rag_assets.formats.model import ItemError, ParseOptions
-from rag_assets.sources.mail import MailKind
-from rag_serving.config import MailSourceConfig
-from rag_serving.mailstore.listing import folder_name, list_mail_items, mbox_cache, scan_mail
-from rag_serving.mailstore.mbox import message_bytes, split_mbox
-from rag_serving.mailstore.message import read_message
-from rag_serving.mailstore.quotes import QUOTE, SIGNATURE, TEXT, split_text
+from rag_sources.formats.model import ItemError, ParseOptions
+from rag_sources.kinds.mail.config import MailSourceConfig
+from rag_sources.kinds.mail.kind import MailKind
+from rag_sources.kinds.mail.listing import folder_name, list_mail_items, mbox_cache, scan_mail
+from rag_sources.kinds.mail.mbox import message_bytes, split_mbox
+from rag_sources.kinds.mail.message import read_message
+from rag_sources.kinds.mail.quotes import QUOTE, SIGNATURE, TEXT, split_text
 from tests.conftest import SHARED_DATA
 
 pytestmark = pytest.mark.shared_data

@@ -1,4 +1,4 @@
-"""Tests for rag_assets.formats.markdown: one Markdown / Obsidian note at a time."""
+"""Tests for rag_sources.formats.markdown: one Markdown / Obsidian note at a time."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_assets.formats.markdown import (
+from rag_sources.formats.markdown import (
     Link,
     NoteParseError,
     NoteSkipped,

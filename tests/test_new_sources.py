@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rag_serving.config import FeedsSourceConfig, parse_config_file
+from rag_serving.config import parse_config_file
+from rag_sources.kinds.feeds.config import FeedsSourceConfig
 from ragline.cli import cli
 from tests.conftest import write_config
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from rag_serving.config import RaglineConfig, parse_config_file
-from rag_serving.errors import ManifestConflictError, ObjectStoreError
+from rag_sources.errors import ManifestConflictError, ObjectStoreError
 from tests.conftest import HUB_PLUGINS, REPO, build_index, write_config
 from tests.s3_server import ConditionIgnoringProxy, S3Server, moto_server, s3_env, subprocess_env
 
@@ -320,7 +320,7 @@ def test_moto_honours_conditional_writes(moto_server: S3Server, monkeypatch) -> 
 
 
 def test_bad_index_uri_is_one_clear_line(tmp_path: Path) -> None:
-    from rag_serving.errors import ConfigError
+    from rag_sources.errors import ConfigError
 
     for uri, hint in [
         ("ftp://host/x", "unsupported scheme 'ftp'"),
@@ -339,9 +339,10 @@ def test_state_every_host_needs_lives_beside_the_tables(s3_env: S3Server, tmp_pa
     and feed archives (entries a feed no longer carries) are objects beside the
     tables; a mailbox's offsets cache stays on the host."""
     from rag_assets.sources import source_kind
-    from rag_serving.config import FeedsSourceConfig, MailSourceConfig
-    from rag_serving.feeds import archive
     from rag_serving.index.layout import IndexLayout
+    from rag_sources.kinds.feeds import archive
+    from rag_sources.kinds.feeds.config import FeedsSourceConfig
+    from rag_sources.kinds.mail.config import MailSourceConfig
 
     s3_env.bucket("ragline-state")
     uri = "s3://ragline-state/index"

@@ -24,7 +24,7 @@ import pytest
 from rag_serving.config import OllamaConfig
 from rag_serving.embedders import create_embedder
 from rag_serving.embedders.ollama import OllamaEmbedder, estimate_tokens
-from rag_serving.errors import EmbedderError, EmbedderUnavailableError, ModelNotFoundError
+from rag_sources.errors import EmbedderError, EmbedderUnavailableError, ModelNotFoundError
 
 try:  # tests/ as a package or as a plain folder on sys.path
     from tests.ollama_standin import CONTEXT_ERROR, OllamaStandIn, standin_vector

@@ -95,10 +95,10 @@ def _index(config_path: Path, *args: str, env: dict[str, str] | None = None) -> 
 
 def snapshot(config: RaglineConfig) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
     """The served chunks (id → vector) and the keyword hits (chunk ids) of QUERIES."""
+    from rag_serving.index.filters import SearchFilters
     from rag_serving.index.fulltext import FulltextIndex
     from rag_serving.index.manifest import read_manifest
     from rag_serving.index.store import IndexStore
-    from rag_serving.search.filters import SearchFilters
 
     store = IndexStore.of(config, read_only=True)
     generation = read_manifest(store.layout.manifest_path).active
@@ -383,7 +383,7 @@ def test_worker_and_broker_mistakes_are_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from rag_serving.config import DagsterConfig
-    from rag_serving.errors import ConfigError
+    from rag_sources.errors import ConfigError
 
     config_path = _config(tmp_path, {"notes": tmp_path})
     process = _ragline(config_path, "worker")

@@ -12,15 +12,15 @@ import pytest
 from click.testing import CliRunner, Result
 
 from rag_serving.config import RaglineConfig
-from rag_serving.errors import FilterError, QueryError
-from rag_serving.index.fulltext import FulltextIndex
-from rag_serving.search import SearchEngine, SearchFilters
-from rag_serving.search.filters import (
+from rag_serving.index.filters import (
     MAX_QUERY_CHARS,
     check_query,
     normalize_path_prefix,
     parse_date,
 )
+from rag_serving.index.fulltext import FulltextIndex
+from rag_serving.search import SearchEngine, SearchFilters
+from rag_sources.errors import FilterError, QueryError
 from ragline.cli import cli
 from tests.conftest import build_index, write_config
 

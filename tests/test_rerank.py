@@ -27,7 +27,6 @@ from click.testing import CliRunner
 from mcp import Client
 
 from rag_serving.config import RaglineConfig, RerankConfig, parse_config_file
-from rag_serving.errors import ConfigError
 from rag_serving.evaluation.self_eval import HISTORY_FILE
 from rag_serving.index.store import sql_in
 from rag_serving.mcp import build_server
@@ -39,6 +38,7 @@ from rag_serving.search.rerank import (
     create_reranker,
     yes_probability,
 )
+from rag_sources.errors import ConfigError
 from ragline.cli import cli
 
 try:  # tests/ as a package or as a plain folder on sys.path

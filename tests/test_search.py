@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from rag_serving.config import RaglineConfig
-from rag_serving.errors import FilterError
 from rag_serving.search import SearchEngine, SearchFilters
+from rag_sources.errors import FilterError
 from ragline.cli import cli
 
 

@@ -14,9 +14,10 @@ from rag_assets.stages.chunk import chunk_source
 from rag_assets.stages.embed import embed_source, target_generation
 from rag_assets.stages.parse import parse_source
 from rag_assets.stages.scan import scan_source
-from rag_serving.config import ChunkingConfig, MarkdownSourceConfig, OllamaConfig
+from rag_serving.config import ChunkingConfig, OllamaConfig
 from rag_serving.embedders import create_embedder
 from rag_serving.index.store import IndexStore
+from rag_sources.kinds.markdown.config import MarkdownSourceConfig
 from tests.ollama_standin import OllamaStandIn
 
 NOTES = 3000

@@ -24,20 +24,21 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rag_assets.formats.model import ItemSkipped, ParseOptions
 from rag_assets.sources import ItemStat, source_kind
-from rag_serving import scanning
-from rag_serving.config import MarkdownSourceConfig, RaglineConfig, parse_config_file
-from rag_serving.errors import SourceUnavailableError
+from rag_serving.config import RaglineConfig, parse_config_file
 from rag_serving.index.store import IndexStore
-from rag_serving.scanning import (
+from rag_serving.search import SearchEngine, SearchFilters
+from rag_serving.status import index_status
+from rag_sources import scanning
+from rag_sources.errors import SourceUnavailableError
+from rag_sources.formats.model import ItemSkipped, ParseOptions
+from rag_sources.kinds.markdown.config import MarkdownSourceConfig
+from rag_sources.scanning import (
     OutsideSourceError,
     iter_source_files,
     open_source_file,
     pinned_source_file,
 )
-from rag_serving.search import SearchEngine, SearchFilters
-from rag_serving.status import index_status
 from ragline.cli import cli
 from ragline.indexing import index_sources
 from tests.conftest import build_index, write_config

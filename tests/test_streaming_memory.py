@@ -22,10 +22,11 @@ from rag_assets.stages.embed import embed_source, target_generation
 from rag_assets.stages.fulltext import sync_fulltext
 from rag_assets.stages.parse import parse_source
 from rag_assets.stages.scan import scan_source
-from rag_serving.config import ChunkingConfig, MarkdownSourceConfig, SentenceTransformersConfig
+from rag_serving.config import ChunkingConfig, SentenceTransformersConfig
 from rag_serving.embedders import Embedder, create_embedder
 from rag_serving.index.fulltext import FulltextIndex
 from rag_serving.index.store import IndexStore
+from rag_sources.kinds.markdown.config import MarkdownSourceConfig
 from tests.conftest import HELP_VAULT
 from tests.embed_recorder import Recorder
 

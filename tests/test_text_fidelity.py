@@ -26,15 +26,15 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from rag_assets.formats.model import ItemSkipped, ParsedDocument, ParseOptions
-from rag_assets.formats.router import file_type, parse_file
-from rag_assets.formats.text import UNREADABLE, text_quality, without_unreadable
 from rag_serving.config import RaglineConfig, parse_config_file
-from rag_serving.errors import IndexNeedsUpgradeError
 from rag_serving.index.analysis import analyze, fold_compatibility, is_stop_word
 from rag_serving.index.layout import IndexLayout
 from rag_serving.index.manifest import read_manifest
 from rag_serving.search import SearchEngine
+from rag_sources.errors import IndexNeedsUpgradeError
+from rag_sources.formats.model import ItemSkipped, ParsedDocument, ParseOptions
+from rag_sources.formats.router import file_type, parse_file
+from rag_sources.formats.text import UNREADABLE, text_quality, without_unreadable
 from tests.conftest import SHARED_DATA, build_index, write_config
 
 PDF_ROOT = SHARED_DATA / "corpora" / "pdf"
@@ -270,10 +270,10 @@ def test_ocr_renders_no_more_pixels_than_the_cap(tmp_path: Path) -> None:
     code = f"""
         import json, resource
         from pathlib import Path
-        import rag_assets.formats.pdf
-        from rag_assets.formats.model import options_for
-        from rag_assets.formats.router import parse_file
-        from rag_serving.limits import Limits
+        import rag_sources.formats.pdf
+        from rag_sources.formats.model import options_for
+        from rag_sources.formats.router import parse_file
+        from rag_sources.limits import Limits
         options = options_for(Limits(max_image_pixels=4_000_000))  # 200 dpi: 2000 × 2000
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         doc = parse_file(Path({str(tmp_path / "scan.pdf")!r}), "scan.pdf", "pdf", options)

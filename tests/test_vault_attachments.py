@@ -11,8 +11,8 @@ import pytest
 
 from rag_serving.mcp.auth import LOCAL_ACCESS
 from rag_serving.mcp.service import RaglineService
-from rag_serving.scanning import iter_source_files
 from rag_serving.search import SearchEngine, SearchFilters
+from rag_sources.scanning import iter_source_files
 from tests.conftest import SHARED_DATA, build_index, write_config
 
 pytestmark = pytest.mark.shared_data

@@ -40,8 +40,8 @@ from rag_assets.resources import RaglineConfigResource
 from rag_assets.run_failures import record_run_failure
 from rag_assets.sources import source_kind
 from rag_serving.config import RaglineConfig
-from rag_serving.errors import RaglineError
 from rag_serving.index.layout import IndexLayout
+from rag_sources.errors import RaglineError
 
 PARTITION_TAG = "dagster/partition"
 RETRY_BASE_S = 60

@@ -1,34 +1,16 @@
-"""Source kinds: one module per kind, registered here by name.
-
-Adding a kind: a config model in ``rag_serving/config.py`` (validated by the CLI and
-search without importing Dagster), a module here with its ``SourceKind`` subclass,
-and one line in ``KINDS``.
-"""
+"""The kind that reads a configured source, with its state folder: the kinds
+themselves are in ``rag_sources/kinds/``, found through its registry."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from rag_assets.sources.base import DocumentView, ItemStat, SourceKind
-from rag_assets.sources.calibre import CalibreKind
-from rag_assets.sources.documents import DocumentsKind
-from rag_assets.sources.feeds import FeedsKind
-from rag_assets.sources.git import GitKind
-from rag_assets.sources.mail import MailKind
-from rag_assets.sources.markdown import MarkdownKind
-from rag_serving.config import FileSourceConfig
 from rag_serving.index.layout import IndexLayout
+from rag_sources.config import FileSourceConfig
+from rag_sources.kinds import kind_info
+from rag_sources.kinds.base import DocumentView, ItemStat, SourceKind
 
-KINDS: dict[str, type[SourceKind]] = {
-    MarkdownKind.name: MarkdownKind,
-    DocumentsKind.name: DocumentsKind,
-    GitKind.name: GitKind,
-    MailKind.name: MailKind,
-    FeedsKind.name: FeedsKind,
-    CalibreKind.name: CalibreKind,
-}
-
-__all__ = ["KINDS", "DocumentView", "ItemStat", "SourceKind", "source_kind"]
+__all__ = ["DocumentView", "ItemStat", "SourceKind", "source_kind"]
 
 
 def source_kind(
@@ -42,4 +24,4 @@ def source_kind(
         if data_dir is None
         else IndexLayout(data_dir, index_uri).source_state_dir(config.name, config.shared_state)
     )
-    return KINDS[config.kind](config, state_dir)  # type: ignore[attr-defined]
+    return kind_info(config.kind).load()(config, state_dir)  # type: ignore[attr-defined]

@@ -14,8 +14,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from rag_assets.chunking import MAX_HEADING_CHARS, Chunk, cap_heading_path, heading_anchor
-from rag_assets.formats.model import Section
 from rag_assets.progress import report
 from rag_assets.sources import DocumentView, SourceKind
 from rag_assets.stages.result import StageResult, return_freed_memory
@@ -24,6 +22,8 @@ from rag_serving.embedders import Embedder
 from rag_serving.index import schema as schemas
 from rag_serving.index.ids import chunk_id, text_hash
 from rag_serving.index.store import IndexStore, sql_in, sql_string
+from rag_sources.chunking import MAX_HEADING_CHARS, Chunk, cap_heading_path, heading_anchor
+from rag_sources.formats.model import Section
 
 READ_BATCH = 200  # documents read and chunked at a time
 COMMIT_CHUNKS = 2048  # staged chunks per commit (whole documents)

@@ -12,12 +12,12 @@ import tantivy
 from rag_assets.progress import report
 from rag_assets.stages.embed import target_generation
 from rag_assets.stages.result import StageResult, return_freed_memory, utcnow
-from rag_serving.config import FileSourceConfig
 from rag_serving.embedders import Embedder
 from rag_serving.index import schema as schemas
 from rag_serving.index.fulltext import SCHEMA, FulltextIndex
 from rag_serving.index.manifest import IndexManifest, read_manifest, update_manifest
 from rag_serving.index.store import IndexStore, sql_in, sql_string
+from rag_sources.config import FileSourceConfig
 
 FULLTEXT_COLUMNS = [
     "chunk_id", "doc_id", "source", "kind", "path", "title", "heading", "tags", "text",

@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import numpy as np
 
-from rag_serving.embedders.base import Embedder, EmbedderFingerprint
-from rag_serving.errors import EmbedderError, EmbedderUnavailableError, ModelNotFoundError
+from rag_serving.embedders.base import Embedder
+from rag_serving.index.fingerprint import EmbedderFingerprint
+from rag_sources.errors import EmbedderError, EmbedderUnavailableError, ModelNotFoundError
 
 if TYPE_CHECKING:
     import ollama

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rag_serving.embedders.base import Embedder
-from rag_serving.errors import EmbedderError
+from rag_sources.errors import EmbedderError
 
 if TYPE_CHECKING:
     from rag_serving.config import SentenceTransformersConfig

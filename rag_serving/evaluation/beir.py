@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rag_serving.errors import RaglineError
+from rag_sources.errors import RaglineError
 
 __all__ = [
     "BeirDataset",

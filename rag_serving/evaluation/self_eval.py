@@ -40,11 +40,11 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rag_serving.errors import RaglineError
 from rag_serving.index.analysis import NOSPACE_RUN
 from rag_serving.index.layout import IndexLayout
 from rag_serving.index.manifest import read_manifest
 from rag_serving.index.store import IndexStore, sql_in
+from rag_sources.errors import RaglineError
 
 if TYPE_CHECKING:
     from rag_serving.config import RaglineConfig

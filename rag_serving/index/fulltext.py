@@ -19,7 +19,6 @@ from typing import Any
 
 import tantivy
 
-from rag_serving.errors import IndexNeedsUpgradeError, QueryError
 from rag_serving.index.analysis import (
     BIGRAM_FIELD,
     DEFAULT_TEXT_FIELD,
@@ -34,7 +33,8 @@ from rag_serving.index.analysis import (
     register_analyzers,
     text_field_for,
 )
-from rag_serving.search.filters import SearchFilters
+from rag_serving.index.filters import SearchFilters
+from rag_sources.errors import IndexNeedsUpgradeError, QueryError
 
 # Query fields and boosts, measured with `ragline eval` on Cranfield (BM25 nDCG@10:
 # 0.332 with title 2 / heading 1.5 / aliases 1.5; 0.361 with these; 0.371 with

@@ -35,8 +35,3 @@ def chunk_id(document_id: str, embed_hash: str, occurrence: int) -> str:
 def content_hash(data: bytes) -> str:
     """Hash of a file's bytes."""
     return hashlib.sha256(data).hexdigest()
-
-
-# The key of a git source's commit item: ".git" can be no path of a tree, so it never
-# names a file.
-COMMIT_KEY_PREFIX = ".git/commits/"

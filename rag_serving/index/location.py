@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Mapping
 from urllib.parse import parse_qs, urlsplit
 
-from rag_serving.errors import ConfigError, ObjectStoreError
+from rag_sources.errors import ConfigError, ObjectStoreError
 
 REMOTE_SCHEMES = ("s3", "s3+ddb")
 UNSAFE_KEY = "allow_unsafe_concurrent_writes"

@@ -24,15 +24,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from rag_serving.embedders.base import EmbedderFingerprint
-from rag_serving.errors import (
+from rag_serving.index.fingerprint import EmbedderFingerprint
+from rag_serving.index.layout import RemoteManifest
+from rag_serving.index.schema import SCHEMA_VERSION, UPGRADABLE_VERSIONS
+from rag_sources.errors import (
     EmbedderMismatchError,
     IndexNeedsUpgradeError,
     IndexNotBuiltError,
     ManifestConflictError,
 )
-from rag_serving.index.layout import RemoteManifest
-from rag_serving.index.schema import SCHEMA_VERSION, UPGRADABLE_VERSIONS
 
 MANIFEST_TABLE = "index_manifest"
 _MANIFEST_ROW = "index"

@@ -18,7 +18,7 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 
 from rag_serving.config import McpConfig, McpToken
-from rag_serving.errors import ConfigError
+from rag_sources.errors import ConfigError
 
 log = logging.getLogger(__name__)
 SOURCES_CLAIM = "ragline_sources"

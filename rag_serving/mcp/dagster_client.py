@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 
 from rag_serving.config import RaglineConfig
-from rag_serving.errors import RaglineError
 from rag_serving.index.layout import IndexLayout
+from rag_sources.errors import RaglineError
 
 WEBSERVER_MARKER = "webserver.json"
 INDEX_JOB = "index_source"

@@ -13,11 +13,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from rag_serving.errors import RaglineError
 from rag_serving.index.store import IndexStore, sql_in, sql_string
 from rag_serving.mcp.auth import Access
 from rag_serving.status import short_message
-from rag_serving.suggest import did_you_mean
+from rag_sources.errors import RaglineError
+from rag_sources.suggest import did_you_mean
 
 _ID = re.compile(r"^[0-9a-f]{8,64}$")
 _MARKDOWN_SUFFIXES = (".md", ".markdown")

@@ -12,7 +12,7 @@ from functools import lru_cache
 
 from markdown_it import MarkdownIt
 
-from rag_serving.errors import RaglineError
+from rag_sources.errors import RaglineError
 
 
 class RangeError(RaglineError):

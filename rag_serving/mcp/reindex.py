@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from rag_serving.config import RaglineConfig
-from rag_serving.errors import RaglineError
 from rag_serving.mcp.dagster_client import (
     TERMINAL,
     DagsterClient,
     DagsterUnavailable,
     running_webserver,
 )
+from rag_sources.errors import RaglineError
 
 
 @dataclass

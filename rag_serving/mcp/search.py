@@ -11,16 +11,16 @@ import threading
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from rag_serving.errors import FilterError
-from rag_serving.mcp.auth import Access
-from rag_serving.mcp.models import Hit, SearchOutput
-from rag_serving.search.engine import Mode, SearchEngine, SearchHit, is_stale
-from rag_serving.search.filters import (
+from rag_serving.index.filters import (
     IndexVocabulary,
     SearchFilters,
     parse_date,
     validate_filters,
 )
+from rag_serving.mcp.auth import Access
+from rag_serving.mcp.models import Hit, SearchOutput
+from rag_serving.search.engine import Mode, SearchEngine, SearchHit, is_stale
+from rag_sources.errors import FilterError
 
 
 @dataclass(frozen=True)

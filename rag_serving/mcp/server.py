@@ -19,7 +19,6 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import ValidationError
 
 from rag_serving.config import RaglineConfig
-from rag_serving.errors import ConfigError, RaglineError
 from rag_serving.mcp.auth import (
     LOCAL_ACCESS,
     Access,
@@ -31,6 +30,7 @@ from rag_serving.mcp.auth import (
 from rag_serving.mcp.service import RaglineService
 from rag_serving.mcp.tool_errors import argument_errors, unknown_arguments, unknown_tool
 from rag_serving.mcp.tools import AccessResolver, register_tools
+from rag_sources.errors import ConfigError, RaglineError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 INSTRUCTIONS = """ragline searches the user's own knowledge index: notes (Markdown and

@@ -20,7 +20,6 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BeforeValidator, Field, Strict
 
-from rag_serving.errors import RaglineError
 from rag_serving.mcp.auth import Access
 from rag_serving.mcp.models import (
     ListSourcesOutput,
@@ -33,6 +32,7 @@ from rag_serving.mcp.models import (
 from rag_serving.mcp.search import SearchRequest
 from rag_serving.mcp.service import DEFAULT_OPEN_CHARS, MAX_OPEN_CHARS, RaglineService
 from rag_serving.mcp.tool_errors import crash_reason, one_line, redact_paths
+from rag_sources.errors import RaglineError
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

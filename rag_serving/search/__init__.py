@@ -1,8 +1,8 @@
 """Hybrid search: vector + BM25, fused by a weighted sum of standardised scores
 (z-score; min-max and weighted RRF on request: ``[search] fusion``).
 
-Names are resolved lazily so that ``rag_serving.search.filters`` can be imported by
-the index modules without loading the engine (which imports them in turn).
+Names are resolved lazily: importing ``rag_serving.search`` for its filters does not
+load the engine (LanceDB, Tantivy).
 """
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rag_serving.index.filters import SearchFilters
     from rag_serving.search.engine import SearchEngine, SearchHit, SearchResult, hybrid_search
-    from rag_serving.search.filters import SearchFilters
 
 __all__ = ["SearchEngine", "SearchFilters", "SearchHit", "SearchResult", "hybrid_search"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "SearchFilters":
-        from rag_serving.search import filters
+        from rag_serving.index import filters
 
         return filters.SearchFilters
     if name in {"SearchEngine", "SearchHit", "SearchResult", "hybrid_search"}:

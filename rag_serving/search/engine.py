@@ -20,8 +20,13 @@ from rag_serving.config import (
     SentenceTransformersConfig,
 )
 from rag_serving.embedders import Embedder, create_embedder
-from rag_serving.embedders.base import EmbedderFingerprint
-from rag_serving.errors import EmbedderMismatchError, FilterError, IndexNotBuiltError
+from rag_serving.index.filters import (
+    IndexVocabulary,
+    SearchFilters,
+    check_query,
+    validate_filters,
+)
+from rag_serving.index.fingerprint import EmbedderFingerprint
 from rag_serving.index.fulltext import Bm25Hit, FulltextIndex
 from rag_serving.index.layout import IndexLayout, RemoteManifest
 from rag_serving.index.manifest import (
@@ -32,12 +37,6 @@ from rag_serving.index.manifest import (
 )
 from rag_serving.index.store import IndexStore, sql_in, sql_string
 from rag_serving.search.feedback import FeedbackSettings, rescored_list
-from rag_serving.search.filters import (
-    IndexVocabulary,
-    SearchFilters,
-    check_query,
-    validate_filters,
-)
 from rag_serving.search.fusion import (
     FusedHit,
     RankedList,
@@ -53,7 +52,8 @@ from rag_serving.search.rows import RowLocator
 from rag_serving.search.vectors import InMemoryVectors
 from rag_serving.search.weights import list_weights
 from rag_serving.status import scanned_after
-from rag_serving.suggest import did_you_mean
+from rag_sources.errors import EmbedderMismatchError, FilterError, IndexNotBuiltError
+from rag_sources.suggest import did_you_mean
 
 Mode = Literal["hybrid", "bm25", "vector"]
 MODES: tuple[Mode, ...] = ("hybrid", "bm25", "vector")

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rag_serving.errors import ConfigError
 from rag_serving.search.fusion import FusedHit, RankedList
+from rag_sources.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rag_serving.errors import ConfigError, RaglineError
 from rag_serving.providers import ProviderRegistry
+from rag_sources.errors import ConfigError, RaglineError
 
 if TYPE_CHECKING:
     import httpx

@@ -1,0 +1,105 @@
+"""The source kinds, one folder each, found through one registry.
+
+A kind is a folder ``rag_sources/kinds/<kind>/`` (or a package of its own) whose
+``KIND`` is a ``KindInfo``: its ``[[sources]]`` config model (light to import: the
+CLI, search and status validate configs with it) and where its ``SourceKind`` is
+(imported only to index). The built-in kinds are listed here; an installed package
+adds one through the ``ragline.kinds`` entry-point group, as simonw/llm loads its
+plugins:
+
+    [project.entry-points."ragline.kinds"]
+    jsonl = "ragline_jsonl:KIND"
+
+docs/adding-a-kind.md walks through writing one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import typing
+from dataclasses import dataclass
+from functools import cache
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
+
+from rag_sources.config import FileSourceConfig
+from rag_sources.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rag_sources.kinds.base import SourceKind
+
+ENTRY_POINT_GROUP = "ragline.kinds"
+# The built-in kinds' folders, in the order `ragline init --kind` offers them.
+_BUILT_IN = ("markdown", "documents", "git", "mail", "feeds", "calibre")
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    """A kind as the registry knows it."""
+
+    config: type[FileSourceConfig]  # its [[sources]] model, with `kind: Literal["<name>"]`
+    implementation: str  # "module:Class" of its SourceKind
+    package: str = "ragline"  # the distribution that provides it, for messages
+
+    @property
+    def name(self) -> str:
+        return kind_name(self.config)
+
+    def load(self) -> type[SourceKind]:
+        """The kind's ``SourceKind`` class (imports the readers it needs)."""
+        module, _, attribute = self.implementation.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+
+def kind_name(model: type[FileSourceConfig]) -> str:
+    """The ``kind = "…"`` value a config model stands for."""
+    field = model.model_fields.get("kind")
+    values = typing.get_args(field.annotation) if field is not None else ()
+    if len(values) != 1 or not isinstance(values[0], str):
+        raise ConfigError(
+            f'{model.__qualname__}: a kind\'s config model needs `kind: Literal["<name>"]`'
+        )
+    return values[0]
+
+
+@cache
+def registered_kinds() -> dict[str, KindInfo]:
+    """Every kind by name: the built-in ones, then those of installed packages. A
+    package whose kind is not a ``KindInfo`` or takes a name already taken is an
+    error naming the package and what to change."""
+    kinds: dict[str, KindInfo] = {}
+    for folder in _BUILT_IN:
+        info = importlib.import_module(f"{__name__}.{folder}").KIND
+        kinds[info.name] = info
+    for entry in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        package = entry.dist.name if entry.dist is not None else entry.value
+        try:
+            info = entry.load()
+        except Exception as exc:
+            raise ConfigError(
+                f"the source kind {entry.name!r} of the package {package!r} does not load "
+                f"({type(exc).__name__}: {exc}); reinstall or uninstall that package"
+            ) from exc
+        if not isinstance(info, KindInfo):
+            raise ConfigError(
+                f"the package {package!r} declares {entry.value!r} as a ragline kind, but it "
+                "is not a rag_sources.kinds.KindInfo"
+            )
+        if info.name in kinds:
+            raise ConfigError(
+                f"the package {package!r} declares the source kind {info.name!r}, which "
+                f"{kinds[info.name].package!r} already has; uninstall one of them"
+            )
+        kinds[info.name] = KindInfo(info.config, info.implementation, package)
+    return kinds
+
+
+def kind_info(name: str) -> KindInfo:
+    """The registered kind called ``name``."""
+    kinds = registered_kinds()
+    if name not in kinds:
+        raise ConfigError(
+            f"unknown source kind {name!r}; known: {', '.join(kinds)} (a kind from a "
+            "package needs that package installed)"
+        )
+    return kinds[name]

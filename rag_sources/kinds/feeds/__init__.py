@@ -1,0 +1,10 @@
+"""Feeds (``kind = "feeds"``): fetching over HTTP with conditional requests
+(``fetch``), parsing RSS, Atom and JSON Feed (``parse``), reading OPML
+subscriptions (``opml``), the per-source archive of every entry ever seen
+(``archive``), and the ``SourceKind`` (``kind``). ``ragline status`` lists the
+archive without fetching anything."""
+
+from rag_sources.kinds import KindInfo
+from rag_sources.kinds.feeds.config import FeedsSourceConfig
+
+KIND = KindInfo(FeedsSourceConfig, "rag_sources.kinds.feeds.kind:FeedsKind")

@@ -1,0 +1,9 @@
+"""Mail in the standard formats (mbox, Maildir, .eml, Apple Mail .emlx): finding
+mailboxes, splitting mbox files, listing messages with a per-mailbox cache
+(``listing``), reading one message into a structured record (``message``), and the
+``SourceKind`` (``kind``). ``ragline status`` lists mail through ``listing``."""
+
+from rag_sources.kinds import KindInfo
+from rag_sources.kinds.mail.config import MailSourceConfig
+
+KIND = KindInfo(MailSourceConfig, "rag_sources.kinds.mail.kind:MailKind")
