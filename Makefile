@@ -45,6 +45,7 @@ setup-dev:
 lint: setup-dev
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
+	.venv/bin/lint-imports
 
 BENCH = /tmp/ragline-bench
 HUB = ../shared/data/corpora/obsidian-hub

@@ -36,7 +36,7 @@ from pydantic import (
 from rag_serving.index.location import is_remote as is_remote_uri
 from rag_sources.config import FileSourceConfig, Strict, absolute_path, close_hint
 from rag_sources.errors import ConfigError
-from rag_sources.kinds import kind_info, registered_kinds
+from rag_sources.kinds import check_registered_kinds, kind_info, registered_kinds
 from rag_sources.kinds.feeds.config import check_feed_url
 from rag_sources.limits import Limits
 
@@ -530,6 +530,7 @@ def load_config(explicit: str | os.PathLike[str] | None = None) -> RaglineConfig
 
 def parse_config_file(path: Path) -> RaglineConfig:
     """Read and validate one config file."""
+    check_registered_kinds()
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from rag_sources.filetypes import TYPE_ALIASES
 from rag_sources.formats.model import ItemError, ItemSkipped, ParsedDocument, ParseOptions
 from rag_sources.formats.ocr import ocr_available, page_ranges
 from rag_sources.formats.pdf import pdf_date
@@ -28,7 +29,6 @@ from rag_sources.formats.router import (
     OCR_TYPES,
     PARSER_VERSIONS,
     PARSERS,
-    TYPE_ALIASES,
     file_type,
     parse_file,
 )

@@ -63,11 +63,9 @@ def kind_name(model: type[FileSourceConfig]) -> str:
 
 
 @cache
-def registered_kinds() -> dict[str, KindInfo]:
-    """Every kind by name: the built-in ones, then those of installed packages. A
-    package whose kind is not a ``KindInfo`` or takes a name already taken is an
-    error naming the package and what to change."""
+def _registry() -> tuple[dict[str, KindInfo], tuple[str, ...]]:
     kinds: dict[str, KindInfo] = {}
+    problems: list[str] = []
     for folder in _BUILT_IN:
         info = importlib.import_module(f"{__name__}.{folder}").KIND
         kinds[info.name] = info
@@ -76,22 +74,39 @@ def registered_kinds() -> dict[str, KindInfo]:
         try:
             info = entry.load()
         except Exception as exc:
-            raise ConfigError(
+            problems.append(
                 f"the source kind {entry.name!r} of the package {package!r} does not load "
                 f"({type(exc).__name__}: {exc}); reinstall or uninstall that package"
-            ) from exc
+            )
+            continue
         if not isinstance(info, KindInfo):
-            raise ConfigError(
+            problems.append(
                 f"the package {package!r} declares {entry.value!r} as a ragline kind, but it "
                 "is not a rag_sources.kinds.KindInfo"
             )
-        if info.name in kinds:
-            raise ConfigError(
+        elif info.name in kinds:
+            problems.append(
                 f"the package {package!r} declares the source kind {info.name!r}, which "
                 f"{kinds[info.name].package!r} already has; uninstall one of them"
             )
-        kinds[info.name] = KindInfo(info.config, info.implementation, package)
-    return kinds
+        else:
+            kinds[info.name] = KindInfo(info.config, info.implementation, package)
+    return kinds, tuple(problems)
+
+
+def registered_kinds() -> dict[str, KindInfo]:
+    """Every kind by name: the built-in ones, then those of installed packages (a
+    package whose kind is broken is left out: ``check_registered_kinds`` says why)."""
+    return _registry()[0]
+
+
+def check_registered_kinds() -> None:
+    """Raise ``ConfigError`` naming an installed package whose kind does not load, is
+    not a ``KindInfo`` or takes a name already taken (loading a config calls it, so
+    every command refuses to run with one line, before anything runs)."""
+    problems = _registry()[1]
+    if problems:
+        raise ConfigError(problems[0])
 
 
 def kind_info(name: str) -> KindInfo:

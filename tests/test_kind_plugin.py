@@ -1,0 +1,148 @@
+"""A source kind from a package of its own (issue 28): tests/plugins/ragline-jsonl,
+installed with pip into a folder of its own, adds the kind ``jsonl`` through the
+``ragline.kinds`` entry-point group. With nothing in ragline changed, `ragline
+sources add --kind jsonl`, `index`, `search` and `status` and the MCP `open` tool
+work on a JSON-lines export of real notes (the Obsidian Hub), and a broken line is
+recorded as a problem, not a failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_config
+
+REPO = Path(__file__).resolve().parents[1]
+PLUGIN = REPO / "tests" / "plugins" / "ragline-jsonl"
+HUB = REPO.parent / "shared" / "data" / "corpora" / "obsidian-hub"
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The plugin, installed by pip (its wheel built here) into a folder of its own."""
+    target = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+         "--no-index", "--target", str(target), str(PLUGIN)],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    assert list(target.glob("ragline_jsonl-*.dist-info/entry_points.txt"))
+    return target
+
+
+def _export(path: Path, notes: list[Path]) -> list[dict[str, object]]:
+    """One record per note (its file name as id, its text), and one broken line."""
+    records = [
+        {
+            "id": note.stem,
+            "title": note.stem,
+            "text": note.read_text(encoding="utf-8"),
+            "tags": ["hub"],
+        }
+        for note in notes
+    ]
+    lines = [json.dumps(r) for r in records]
+    lines.insert(3, '{"title": "no id and no text"}')
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return records
+
+
+def _ragline(site: Path, config: Path, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "RAGLINE_CONFIG")}
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(REPO)])
+    done = subprocess.run(
+        [sys.executable, "-m", "ragline.cli", "--config", str(config), *args],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_a_kind_from_an_installed_package(site: Path, tmp_path: Path) -> None:
+    notes = sorted((HUB / "04 - Guides, Workflows, & Courses").rglob("*.md"))[:12]
+    export = tmp_path / "export.jsonl"
+    records = _export(export, notes)
+    config = tmp_path / "ragline.toml"
+    config.write_text(f'data_dir = "{tmp_path / "data"}"\n')
+
+    added = _ragline(
+        site, config, "sources", "add", str(export), "--kind", "jsonl", "--name", "export"
+    )
+    assert 'kind = "jsonl"' in config.read_text(), added
+
+    indexed = _ragline(site, config, "index", "--progress", "plain")
+    assert "✓ export" in indexed, indexed
+
+    target = records[5]
+    phrase = " ".join(str(target["text"]).split()[20:32])
+    found = json.loads(_ragline(site, config, "search", phrase, "--json", "--k", "3"))
+    assert found["hits"][0]["source"] == "export"
+    assert found["hits"][0]["path"] == target["id"]
+
+    status = json.loads(_ragline(site, config, "status", "--json"))
+    [source] = [s for s in status["sources"] if s["name"] == "export"]
+    assert source["documents"] == len(records), source
+    assert source["pending_changes"]["total"] == 0, source
+    assert [(e["path"], e["message"]) for e in source["errors"]] == [
+        ("line-4", 'line 4: not an object with an "id" and a "text"')
+    ]
+
+    with export.open(
+        "a", encoding="utf-8"
+    ) as handle:  # one more record: pending, by its own listing
+        handle.write(json.dumps({"id": "late", "text": "a record added after the run"}) + "\n")
+    status = json.loads(_ragline(site, config, "status", "--json"))
+    [source] = [s for s in status["sources"] if s["name"] == "export"]
+    assert source["pending_changes"]["new"] == 1, source
+
+    opened = subprocess.run(
+        [sys.executable, "-c", (
+            "import json, sys\nfrom pathlib import Path\n"
+            "from rag_serving.config import parse_config_file\n"
+            "from rag_serving.mcp.auth import Access\n"
+            "from rag_serving.mcp.service import RaglineService\n"
+            "service = RaglineService(parse_config_file(Path(sys.argv[1])))\n"
+            "out = service.open(Access('test', local=True), source='export', path=sys.argv[2])\n"
+            "print(json.dumps(out.model_dump(mode='json')))\n"
+        ), str(config), str(target["id"])],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert opened.returncode == 0, opened.stderr
+    document = json.loads(opened.stdout)
+    assert document["title"] == target["id"]
+    assert phrase.split()[0] in document["text"]
+
+
+def test_a_package_that_takes_a_built_in_name_is_one_line(site: Path, tmp_path: Path) -> None:
+    """An installed package whose kind is called like a built-in one is refused, naming
+    the package, before anything runs."""
+    clash = tmp_path / "clash"
+    (clash / "clash_kind").mkdir(parents=True)
+    (clash / "clash_kind" / "__init__.py").write_text(
+        "from rag_sources.kinds import KindInfo\n"
+        "from rag_sources.kinds.mail.config import MailSourceConfig\n"
+        'KIND = KindInfo(MailSourceConfig, "clash_kind:Nothing")\n'
+    )
+    dist = clash / "clash_kind-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: clash-kind\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[ragline.kinds]\nmail = clash_kind:KIND\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(clash), str(REPO)])}
+    env.pop("RAGLINE_CONFIG", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "ragline.cli", "--config", str(write_config(tmp_path, [])), "status"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode != 0
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert lines[-1] == (
+        "error: the package 'clash-kind' declares the source kind 'mail', which 'ragline' "
+        "already has; uninstall one of them"
+    ), lines
