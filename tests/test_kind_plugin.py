@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,9 +28,11 @@ pytestmark = pytest.mark.timeout(600)
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The plugin, installed by pip (its wheel built here) into a folder of its own."""
     target = tmp_path_factory.mktemp("site")
+    source = tmp_path_factory.mktemp("plugin") / PLUGIN.name  # the build writes beside it
+    shutil.copytree(PLUGIN, source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--no-index", "--target", str(target), str(PLUGIN)],
+         "--no-index", "--target", str(target), str(source)],
         check=True, capture_output=True, text=True,
     )  # fmt: skip
     assert list(target.glob("ragline_jsonl-*.dist-info/entry_points.txt"))
