@@ -109,6 +109,15 @@ def test_search_host_with_empty_data_dir_serves_the_same_hits(
     expected = SearchEngine(remote).search(query, k=5).as_json()["hits"]
     assert expected, "the writer finds nothing: the test would prove nothing"
     config = _search_host_config(remote, tmp_path)
+    # This host's replicas of generations the manifest no longer names: one unused for
+    # an hour (removed), one touched a moment ago (kept: a process may serve it still).
+    replicas = tmp_path / "data" / "search-fulltext"
+    dropped, recent = replicas / "0dd0dd0dd0dd0dd0", replicas / "1ee1ee1ee1ee1ee1"
+    for folder in (dropped, recent):
+        folder.mkdir(parents=True)
+        (folder / "replica.json").write_text('{"table": "chunks_old", "version": 3, "rows": 9}')
+    hour_ago = time.time() - 3600
+    os.utime(dropped / "replica.json", (hour_ago, hour_ago))
     proc = subprocess.run(
         [
             sys.executable,
@@ -135,7 +144,8 @@ def test_search_host_with_empty_data_dir_serves_the_same_hits(
     ]
     # The notes are not on this host: nobody can tell whether they changed.
     assert {h["stale_reason"] for h in hits} == {"unchecked"}
-    assert (tmp_path / "data" / "search-fulltext").is_dir()
+    assert not dropped.exists() and recent.is_dir()
+    assert len([f for f in replicas.iterdir() if f.is_dir()]) == 2  # recent + the active one
     assert not (tmp_path / "data" / "lancedb").exists()
     # The host made its ONNX query encoder, as indexing does: later queries skip PyTorch.
     assert list((tmp_path / "data" / "models").glob("*/*.onnx"))

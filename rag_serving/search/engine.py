@@ -46,7 +46,7 @@ from rag_serving.search.fusion import (
     single_list,
     zscore_fusion,
 )
-from rag_serving.search.replica import FulltextReplica
+from rag_serving.search.replica import FulltextReplica, prune_replicas
 from rag_serving.search.rerank import Reranker, create_reranker
 from rag_serving.search.rows import RowLocator
 from rag_serving.search.vectors import InMemoryVectors
@@ -225,13 +225,13 @@ class SearchEngine:
         self._check_embedder(manifest)
         if self.generation is None or manifest.active.key != self.generation.key:
             self.generation = manifest.active
-            self.fulltext = self._open_fulltext(manifest.active)
+            self.fulltext = self._open_fulltext(manifest.active, manifest)
             self._embedder = None
         self.manifest = manifest
         self._manifest_stamp = stamp
         self._manifest_checked = time.monotonic()
 
-    def _open_fulltext(self, generation: Generation) -> FulltextIndex:
+    def _open_fulltext(self, generation: Generation, manifest: IndexManifest) -> FulltextIndex:
         """The generation's Tantivy index: the writers' own on a local index, this
         host's replica of the chunks table on a remote one."""
         if not self.layout.remote:
@@ -239,7 +239,11 @@ class SearchEngine:
         languages = {s.name: s.language for s in self.config.sources}
         folder = self.layout.search_fulltext_dir(generation.key)
         self._replica = FulltextReplica(self.store, folder, generation.table, languages)
-        return self._replica.open()
+        index = self._replica.open()
+        # replicas of generations the manifest dropped: disk this host no longer needs
+        kept = {g.key for g in (manifest.active, manifest.building) if g is not None}
+        prune_replicas(folder.parent, kept | {generation.key})
+        return index
 
     def _manifest_version(self) -> int | None:
         """A stamp that changes whenever the manifest does (None: there is none)."""

@@ -8,7 +8,10 @@ rewritten). It is apart from the writers' ``fulltext/`` folder so that a search
 never takes the Tantivy writer lock an indexing run on the same host needs.
 
 Several search processes of one host share the folder: a file lock lets one
-catch up while the others go on serving the previous commit.
+catch up while the others go on serving the previous commit. A replica of a
+generation the manifest no longer names (an embedder switch promoted another, and
+the old one was dropped) is removed by the next search process that opens the
+index, once no process has touched it for ``PRUNE_GRACE_S``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,6 +36,9 @@ COLUMNS = [
 BATCH_ROWS = 1024
 LOOKUP_LIMIT = 2000  # up to this many changed rows are read by id, more by one scan
 _STAMP = "replica.json"
+# A replica unused this long is no longer served by any process of the host: each
+# looks at the manifest at least once per read consistency interval (seconds).
+PRUNE_GRACE_S = 600.0
 
 
 class FulltextReplica:
@@ -169,3 +177,30 @@ class FulltextReplica:
                 yield True
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def prune_replicas(root: Path, keep: set[str], grace_s: float = PRUNE_GRACE_S) -> list[str]:
+    """Remove the replicas under ``root`` (``<data_dir>/search-fulltext``) of the
+    generations not in ``keep`` that no process has touched for ``grace_s`` seconds
+    and whose lock is free; returns the removed generation keys."""
+    removed: list[str] = []
+    if not root.is_dir():
+        return removed
+    now = time.time()
+    for folder in sorted(root.iterdir()):
+        if not folder.is_dir() or folder.name in keep:
+            continue
+        stamp = folder / _STAMP
+        touched = (stamp if stamp.exists() else folder).stat().st_mtime
+        if now - touched < grace_s:
+            continue
+        lock = root / f"{folder.name}.lock"
+        with open(lock, "a+b") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a process is catching it up: in use
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder.name)
+        lock.unlink(missing_ok=True)
+    return removed
