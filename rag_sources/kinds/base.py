@@ -1,7 +1,7 @@
 """The source-kind interface: what a kind provides, and nothing the stages branch on.
 
-A kind (markdown, documents, git; later mail, feeds, calibre) is one module with a
-``SourceKind`` subclass, registered in ``rag_sources/kinds/__init__.py``. Its
+A kind is one folder (``rag_sources/kinds/<kind>/``, or a package of its own) with a
+``SourceKind`` subclass, found through ``rag_sources/kinds/__init__.py``. Its
 capabilities are separate, as in Onyx's connectors:
 
 - **list** (``list_items``): every item of the source with a stable key and a cheap
