@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import os
 import re
-import time
 import tomllib
 import types
 import typing
-from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -34,10 +32,11 @@ from pydantic import (
 )
 
 from rag_serving.index.location import is_remote as is_remote_uri
+from rag_sources import detect
 from rag_sources.config import FileSourceConfig, Strict, absolute_path, close_hint
+from rag_sources.detect import DETECT_MAX_DEPTH, DETECT_MAX_ENTRIES, DETECT_MAX_SECONDS
 from rag_sources.errors import ConfigError
 from rag_sources.kinds import check_registered_kinds, kind_info, registered_kinds
-from rag_sources.kinds.feeds.config import check_feed_url
 from rag_sources.limits import Limits
 
 CONFIG_ENV = "RAGLINE_CONFIG"
@@ -789,19 +788,6 @@ k = 10
 mode = "hybrid"   # hybrid | bm25 | vector
 """
 
-MARKDOWN_SUFFIXES = (".md", ".markdown")
-MAIL_SUFFIXES = (".mbox", ".eml", ".emlx", ".mbx")
-# Detection reads folder listings only (names and entry types, no file is opened),
-# within a budget, so that `ragline init ~` answers at once on a huge home folder.
-DETECT_MAX_ENTRIES = 20_000  # directory entries read
-DETECT_MAX_DEPTH = 8  # folder levels below the folder given
-DETECT_MAX_SECONDS = 2.0  # a slow network drive
-MAILDIR_PARTS = ("cur", "new")  # where a Maildir's messages are (tmp/: deliveries under way)
-_MAILDIR_INFO = re.compile(r"[:!]2,")  # a Maildir message's flags: "1700000000.M1P2.host:2,S"
-_MAILDIR_UNIQUE = re.compile(r"^\d{9,}\.")  # a delivered message's name: "<time>.<unique>..."
-_MAILDIR_SAMPLE = 20  # names of a lone cur/ or new/ folder looked at
-_NAMED_MAILDIRS = 3  # Maildirs named in the detection reason
-
 
 def detect_kind(
     folder: Path,
@@ -809,191 +795,27 @@ def detect_kind(
     max_depth: int = DETECT_MAX_DEPTH,
     max_seconds: float = DETECT_MAX_SECONDS,
 ) -> tuple[str, str]:
-    """The source kind for ``folder`` and why: a git repository (``.git``) is ``git``,
-    a Calibre library (``metadata.db``) ``calibre``, a Maildir, a tree of Maildirs
-    (nested, mbsync/offlineimap folders, Maildir++ ``.Folder``) or of mbox/.eml files
-    ``mail``, an Obsidian vault (``.obsidian/``) or a folder of mostly Markdown files
-    ``markdown``; anything else is ``documents``. The tree is looked at breadth
-    first, by folder listings only, within ``max_entries`` entries, ``max_depth``
-    levels and ``max_seconds``."""
-    if (folder / ".git").exists():  # a folder, or a file in a worktree or submodule
-        return "git", "found .git: a git repository (its tracked files and commits)"
-    if (folder / "metadata.db").is_file():
-        return "calibre", "found metadata.db: a Calibre library"
-    top = _maildir_parts_of(folder, _subfolders(folder))
-    if top is not None:
-        return "mail", f"found {_and(f'{part}/' for part in top)}: a Maildir"
-    if (folder / ".obsidian").is_dir():
-        return "markdown", "found .obsidian/: an Obsidian vault"
-    look = _look(folder, max_entries, max_depth, max_seconds)
-    counted = look.markdown + look.mail + look.other
-    cut = look.cut_note(max_depth)
-    within = f" ({cut})" if cut else ""
-    maildirs = look.maildirs_text()
-    if look.maildirs and look.mail >= look.markdown + look.other:
-        return "mail", f"found {maildirs}: {look.mail} of {counted} files are mail{within}"
-    if counted and look.mail / counted >= 0.8:
-        return "mail", f"{look.mail} of {counted} files are mail (mbox, .eml, .emlx){within}"
-    if counted and look.markdown / counted >= 0.8:
-        return "markdown", f"{look.markdown} of {counted} files are Markdown notes{within}"
-    also = f"; {cut}" if cut else ""
-    if counted:
-        why = (
-            f"a folder of documents ({counted - look.markdown} of {counted} files are not "
-            f"Markdown; Markdown files in it are indexed too{also})"
-        )
-    elif look.files:
-        why = f"a folder of documents (none of its {look.files} files has a known type{also})"
-    else:
-        why = f"an empty folder, taken as a folder of documents{within}"
-    if look.maildirs:
-        why += (
-            f"; it also holds {maildirs}: add their folder as a source of its own, or give "
-            "--kind mail"
-        )
-    return "documents", why
-
-
-class _Look:
-    """What a bounded walk of a folder found (``_look``)."""
-
-    def __init__(self) -> None:
-        self.markdown = self.mail = self.other = 0  # files by type
-        self.files = 0  # every file seen, those of no known type too
-        self.entries = 0  # directory entries read
-        self.maildirs: list[str] = []  # relative paths of the Maildirs found
-        self.out_of_budget = False  # entries or time ran out
-        self.too_deep = False  # a folder below max_depth was left out
-
-    def maildirs_text(self) -> str:
-        """ "3 Maildirs (INBOX, Sent, …)", relative paths."""
-        count = len(self.maildirs)
-        names = ", ".join(self.maildirs[:_NAMED_MAILDIRS])
-        more = ", …" if count > _NAMED_MAILDIRS else ""
-        return f"{count} Maildir{'s' if count != 1 else ''} ({names}{more})"
-
-    def cut_note(self, max_depth: int) -> str:
-        notes = []
-        if self.out_of_budget:
-            notes.append(f"stopped looking after {self.entries:,} entries")
-        if self.too_deep:
-            notes.append(f"folders deeper than {max_depth} levels not looked at")
-        return "; ".join(notes)
-
-
-def _look(folder: Path, max_entries: int, max_depth: int, max_seconds: float) -> _Look:
-    """Count the files under ``folder`` by type and find its Maildirs, breadth first
-    (the top levels, where a user's folders are, before the depths)."""
-    look = _Look()
-    deadline = time.monotonic() + max_seconds
-    queue: deque[tuple[Path, str, int]] = deque([(folder, "", 0)])
-    while queue:
-        path, rel, depth = queue.popleft()
-        listing = _listing(path, max(1, max_entries - look.entries))
-        look.entries += len(listing)
-        subfolders = {name for name, is_dir in listing if is_dir}
-        parts = _maildir_parts_of(path, subfolders)
-        if parts is not None:
-            look.maildirs.append(rel or ".")
-            for part in MAILDIR_PARTS:
-                if part in parts:
-                    listed = _listing(path / part, max(1, max_entries - look.entries))
-                    look.entries += len(listed)
-                    messages = sum(not d and not n.startswith(".") for n, d in listed)
-                    look.files += messages
-                    look.mail += messages
-        for name, is_dir in listing:
-            if is_dir:
-                if parts is not None and name in (*MAILDIR_PARTS, "tmp"):
-                    continue
-                # Dot folders are a program's own (.git, .cache), except Maildir++ ones.
-                if name.startswith(".") and not (path / name / "cur").is_dir():
-                    continue
-                if depth >= max_depth:
-                    look.too_deep = True
-                    continue
-                queue.append((path / name, f"{rel}/{name}" if rel else name, depth + 1))
-            elif not name.startswith("."):
-                look.files += 1
-                lowered = name.lower()
-                if lowered.endswith(MAIL_SUFFIXES) or _MAILDIR_INFO.search(name):
-                    look.mail += 1
-                elif lowered.endswith(MARKDOWN_SUFFIXES):
-                    look.markdown += 1
-                elif "." in name:  # no suffix (README, a notmuch message): no known type
-                    look.other += 1
-        if look.entries >= max_entries or time.monotonic() > deadline:
-            look.out_of_budget = True
-            break
-    return look
-
-
-def _listing(path: Path, limit: int | None = None) -> list[tuple[str, bool]]:
-    """(name, is a folder) of the entries of ``path`` (the first ``limit`` read: a
-    Maildir's cur/ can hold a million), sorted; links are not folders (never
-    followed); [] when it cannot be read."""
-    found: list[tuple[str, bool]] = []
-    try:
-        with os.scandir(path) as entries:
-            for entry in entries:
-                found.append((entry.name, _is_folder(entry)))
-                if limit is not None and len(found) >= limit:
-                    break
-    except OSError:
-        return found
-    return sorted(found)
-
-
-def _is_folder(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir(follow_symlinks=False)
-    except OSError:
-        return False
-
-
-def _subfolders(folder: Path) -> set[str]:
-    return {name for name, is_dir in _listing(folder) if is_dir}
-
-
-def _maildir_parts_of(folder: Path, subfolders: set[str]) -> tuple[str, ...] | None:
-    """Which of cur/, new/ and tmp/ make ``folder`` a Maildir, or None when it is not
-    one: cur/ with new/ or tmp/, new/ with tmp/, or a lone cur/ (a lone new/ only
-    when it holds messages: a folder called "new" among documents is common); and in
-    each case, the files in cur/ and new/ named as messages are (``1700000000.M1P2.
-    host:2,S``, a name without a suffix), not as documents (``plan.docx``)."""
-    parts = tuple(p for p in ("cur", "new", "tmp") if p in subfolders)
-    if not parts or parts == ("tmp",):
-        return None
-    names = [
-        name
-        for part in MAILDIR_PARTS
-        if part in parts
-        for name, is_dir in _listing(folder / part, _MAILDIR_SAMPLE)
-        if not is_dir and name[:1] != "."
-    ]
-    if not names:
-        return parts if parts != ("new",) else None
-    messages = sum(
-        bool(_MAILDIR_INFO.search(n) or _MAILDIR_UNIQUE.match(n)) or "." not in n for n in names
-    )
-    return parts if 2 * messages > len(names) else None
-
-
-def _and(items: Iterable[str]) -> str:
-    """ "a", "a and b", "a, b and c"."""
-    words = list(items)
-    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+    """The source kind for ``folder`` and why, as the registered kinds recognise it
+    (``rag_sources.detect``): a git repository, a Calibre library, mail, a Markdown
+    vault, and anything else a folder of documents."""
+    models = [info.config for info in registered_kinds().values()]
+    return detect.detect_kind(folder, models, max_entries, max_depth, max_seconds)
 
 
 def new_source_target(target: str, kind: str | None) -> tuple[str, str, str]:
     """What ``ragline init`` / ``sources add`` were given: (kind, why, the path or URL).
 
-    A folder is detected by ``detect_kind``; an http(s) URL or a feed file (``.rss``,
-    ``.atom``, ``.xml``) is a feed, an ``.opml`` file a feed list, a file starting with
-    ``From `` (or ``.mbox``) an mbox. Raises ``ConfigError`` naming what to give."""
+    A folder is detected by ``detect_kind``; a URL or a file by the kind that
+    recognises it (a feed's URL or file, an OPML file, an mbox). Raises ``ConfigError``
+    naming what to give."""
+    models = [info.config for info in registered_kinds().values()]
     if re.match(r"^https?://", target, re.IGNORECASE):
-        check_feed_url(target)
-        return kind or "feeds", "given with --kind" if kind else "an http(s) URL: a feed", target
+        found = detect.detect_target(target, None, models)
+        if kind:
+            return kind, "given with --kind", target
+        if found is None:
+            raise ConfigError(f"{target}: no source kind reads a URL; give --kind")
+        return found[0], found[1], target
     path = Path(target).expanduser().resolve()
     if path.is_dir():
         chosen, why = (kind, "given with --kind") if kind else detect_kind(path)
@@ -1003,21 +825,15 @@ def new_source_target(target: str, kind: str | None) -> tuple[str, str, str]:
             f"{path}: not a folder, a file or an http(s) URL; give the folder of your notes, "
             "documents or mail, an mbox or OPML file, or a feed's URL"
         )
-    suffix = path.suffix.lower()
     if kind:
         return kind, "given with --kind", str(path)
-    if suffix == ".opml":
-        return "feeds", "an OPML file: a feed reader's subscriptions", str(path)
-    if suffix in (".rss", ".atom", ".xml", ".rdf"):
-        return "feeds", "a feed file", str(path)
-    with path.open("rb") as handle:
-        head = handle.read(5)
-    if head == b"From " or suffix in (".mbox", ".mbx"):
-        return "mail", "an mbox file", str(path)
-    raise ConfigError(
-        f"{path}: a file, not a folder; give the folder that holds it (or an mbox, OPML or "
-        "feed file, or name the kind with --kind)"
-    )
+    found = detect.detect_target(str(path), path, models)
+    if found is None:
+        raise ConfigError(
+            f"{path}: a file, not a folder; give the folder that holds it (or an mbox, OPML or "
+            "feed file, or name the kind with --kind)"
+        )
+    return found[0], found[1], str(path)
 
 
 def source_block(name: str, kind: str, source_path: Path | str) -> str:
@@ -1027,9 +843,7 @@ def source_block(name: str, kind: str, source_path: Path | str) -> str:
     return kind_info(kind).config.source_block(name, path)
 
 
-def starter_config(
-    source_path: Path | str, data_dir: Path, name: str, kind: str = "markdown"
-) -> str:
+def starter_config(source_path: Path | str, data_dir: Path, name: str, kind: str) -> str:
     """Text of a starter config with one source of ``kind`` for ``source_path``."""
     return STARTER_CONFIG.format(data_dir=data_dir.as_posix()) + source_block(
         name, kind, source_path
@@ -1047,6 +861,6 @@ def source_name(target: str) -> str:
     from urllib.parse import urlsplit
 
     if "://" in target:
-        return slugify(urlsplit(target).hostname or "feeds")
+        return slugify(urlsplit(target).hostname or "web")
     path = Path(target)
     return slugify(path.stem if path.is_file() else path.name)

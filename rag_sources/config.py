@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import os
 import re
+import typing
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from rag_sources.errors import ConfigError
 from rag_sources.limits import Limits
 from rag_sources.listing import ListedItem
+
+if TYPE_CHECKING:
+    from rag_sources.detect import Census, FolderUnit
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 MISSING_SOURCE_HINT = "fix `path` (or mount the disk that holds it)"
@@ -89,6 +94,46 @@ class FileSourceConfig(Strict):
         a file or a URL, escaped for a TOML string)."""
         return cls.SOURCE_BLOCK.format(name=name, path=path)
 
+    # `ragline init` asks the kinds in this order: those with a marker (.git,
+    # metadata.db) before those a census of the files decides, the fallback last.
+    DETECT_ORDER: ClassVar[int] = 100
+
+    @classmethod
+    def detect_marker(cls, folder: Path) -> str | None:
+        """Why ``folder`` is surely of this kind, by a marker in it (None: no marker)."""
+        return None
+
+    @classmethod
+    def detect_census(cls, census: Census) -> str | None:
+        """Why the census of a folder's files makes it this kind (None: it does not;
+        a kind may add to ``census.notes`` what the fallback should say)."""
+        return None
+
+    @classmethod
+    def claims_file(cls, name: str) -> bool:
+        """Whether a file called ``name`` is this kind's (counted for it in a census)."""
+        return False
+
+    @classmethod
+    def claim_folder(cls, folder: Path, subfolders: set[str], budget: int) -> FolderUnit | None:
+        """A folder this kind takes whole (a Maildir), counted within ``budget`` entries."""
+        return None
+
+    @classmethod
+    def enters(cls, folder: Path) -> bool:
+        """Whether a census walks into the dot folder ``folder`` for this kind."""
+        return False
+
+    @classmethod
+    def detect_url(cls, url: str) -> str | None:
+        """Why a URL given to `init`/`sources add` is a source of this kind."""
+        return None
+
+    @classmethod
+    def detect_file(cls, path: Path, head: bytes) -> str | None:
+        """Why a file (its first bytes: ``head``) is a source of this kind."""
+        return None
+
     def listed_items(self, state_dir: Path | None) -> Iterator[ListedItem] | None:
         """The source's items as the kind's own listing sees them, for ``ragline
         status`` (nothing is fetched: a feed's entries fetched so far); ``state_dir``:
@@ -162,3 +207,14 @@ ATTACHMENT_SUFFIXES: dict[str, tuple[str, ...]] = {
     "jpg": (".jpg", ".jpeg"),
     "tiff": (".tif", ".tiff"),
 }
+
+
+def kind_name(model: type[FileSourceConfig]) -> str:
+    """The ``kind = "…"`` value a config model stands for."""
+    field = model.model_fields.get("kind")
+    values = typing.get_args(field.annotation) if field is not None else ()
+    if len(values) != 1 or not isinstance(values[0], str):
+        raise ConfigError(
+            f'{model.__qualname__}: a kind\'s config model needs `kind: Literal["<name>"]`'
+        )
+    return values[0]

@@ -16,13 +16,12 @@ docs/adding-a-kind.md walks through writing one.
 from __future__ import annotations
 
 import importlib
-import typing
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
-from rag_sources.config import FileSourceConfig
+from rag_sources.config import FileSourceConfig, kind_name
 from rag_sources.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -49,17 +48,6 @@ class KindInfo:
         """The kind's ``SourceKind`` class (imports the readers it needs)."""
         module, _, attribute = self.implementation.partition(":")
         return getattr(importlib.import_module(module), attribute)
-
-
-def kind_name(model: type[FileSourceConfig]) -> str:
-    """The ``kind = "…"`` value a config model stands for."""
-    field = model.model_fields.get("kind")
-    values = typing.get_args(field.annotation) if field is not None else ()
-    if len(values) != 1 or not isinstance(values[0], str):
-        raise ConfigError(
-            f'{model.__qualname__}: a kind\'s config model needs `kind: Literal["<name>"]`'
-        )
-    return values[0]
 
 
 @cache

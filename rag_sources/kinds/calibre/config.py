@@ -17,6 +17,14 @@ class CalibreSourceConfig(FileSourceConfig, OcrSettings):
     metadata and the text of one of its formats."""
 
     kind: Literal["calibre"]
+    DETECT_ORDER: ClassVar[int] = 20
+
+    @classmethod
+    def detect_marker(cls, folder: Path) -> str | None:
+        return (
+            "found metadata.db: a Calibre library" if (folder / "metadata.db").is_file() else None
+        )
+
     SOURCE_BLOCK: ClassVar[str] = """
 [[sources]]
 name = "{name}"

@@ -51,6 +51,22 @@ class FeedsSourceConfig(FileSourceConfig):
 
     shared_state: ClassVar[bool] = True  # the archive of fetched entries
     kind: Literal["feeds"]
+    DETECT_ORDER: ClassVar[int] = 50
+
+    @classmethod
+    def detect_url(cls, url: str) -> str | None:
+        check_feed_url(url)
+        return "an http(s) URL: a feed"
+
+    @classmethod
+    def detect_file(cls, path: Path, head: bytes) -> str | None:
+        suffix = path.suffix.lower()
+        if suffix == ".opml":
+            return "an OPML file: a feed reader's subscriptions"
+        if suffix in (".rss", ".atom", ".xml", ".rdf"):
+            return "a feed file"
+        return None
+
     OPML_BLOCK: ClassVar[str] = """
 [[sources]]
 name = "{name}"

@@ -25,6 +25,14 @@ class GitSourceConfig(FileSourceConfig):
     the text chunkers) and, with ``history``, its commits."""
 
     kind: Literal["git"]
+    DETECT_ORDER: ClassVar[int] = 10
+
+    @classmethod
+    def detect_marker(cls, folder: Path) -> str | None:
+        if (folder / ".git").exists():  # a folder, or a file in a worktree or submodule
+            return "found .git: a git repository (its tracked files and commits)"
+        return None
+
     SOURCE_BLOCK: ClassVar[str] = """
 [[sources]]
 name = "{name}"

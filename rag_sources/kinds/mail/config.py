@@ -9,6 +9,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from rag_sources.config import FileSourceConfig
+from rag_sources.detect import Census, FolderUnit
 from rag_sources.listing import ListedItem
 
 
@@ -18,6 +19,42 @@ class MailSourceConfig(FileSourceConfig):
     files. ``path`` is a folder or one mbox file."""
 
     kind: Literal["mail"]
+    DETECT_ORDER: ClassVar[int] = 30
+
+    @classmethod
+    def detect_marker(cls, folder: Path) -> str | None:
+        from rag_sources.kinds.mail.detect import top_maildir
+
+        return top_maildir(folder)
+
+    @classmethod
+    def claims_file(cls, name: str) -> bool:
+        from rag_sources.kinds.mail.detect import is_mail_file
+
+        return is_mail_file(name)
+
+    @classmethod
+    def claim_folder(cls, folder: Path, subfolders: set[str], budget: int) -> FolderUnit | None:
+        from rag_sources.kinds.mail.detect import maildir_unit
+
+        return maildir_unit(folder, subfolders, budget)
+
+    @classmethod
+    def enters(cls, folder: Path) -> bool:
+        return (folder / "cur").is_dir()  # a Maildir++ folder (".Lists.linux")
+
+    @classmethod
+    def detect_census(cls, census: Census) -> str | None:
+        from rag_sources.kinds.mail.detect import mail_census
+
+        return mail_census(census)
+
+    @classmethod
+    def detect_file(cls, path: Path, head: bytes) -> str | None:
+        if head.startswith(b"From ") or path.suffix.lower() in (".mbox", ".mbx"):
+            return "an mbox file"
+        return None
+
     SOURCE_BLOCK: ClassVar[str] = """
 [[sources]]
 name = "{name}"
