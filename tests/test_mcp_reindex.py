@@ -150,3 +150,25 @@ def test_reindex_through_running_dagster_ui(
     assert done["documents"] == 3
     # The same warm server sees the version the Dagster run wrote.
     assert paths_found(server, "volcano crater")[0] == "2025-02-03.md"
+
+
+def test_a_runs_output_is_read_back_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that prints more than a summary's worth (or endless errors) is read back
+    no further than the caps: a failed outcome whose error is stderr's last line."""
+    import tempfile
+
+    from rag_serving.mcp import reindex
+
+    monkeypatch.setattr(reindex, "MAX_OUTPUT_BYTES", 1024)
+    monkeypatch.setattr(reindex, "MAX_ERROR_BYTES", 256)
+    stdout, stderr = tempfile.TemporaryFile(), tempfile.TemporaryFile()  # noqa: SIM115 (closed by _read_outcome)
+    script = (
+        "import sys; sys.stdout.write('[' * 5000); "
+        "sys.stderr.write('noise\\n' * 10000 + 'error: the last line\\n')"
+    )
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=stdout, stderr=stderr)
+    process.wait(timeout=60)
+    child = reindex._Child(process, stdout, stderr, time.monotonic())
+    outcome = reindex._read_outcome("notes", child)
+    assert not outcome.success
+    assert outcome.error is not None and outcome.error.endswith(": the last line")

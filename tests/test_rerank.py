@@ -505,3 +505,23 @@ def test_relative_model_folder_and_eval_rerank_flag(
     assert json.loads(history[-1])["settings"]["search"]["rerank"]["enabled"] is True
     plain = evaluate("--no-rerank")
     assert "search.rerank.enabled: True → False" in plain["previous"]["settings_changed"]
+
+
+def test_reranker_answers_and_model_configs_are_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An answer larger than the cap (decompressed) and a model folder's oversized
+    config.json are one-line refusals, read no further than the cap."""
+    from rag_serving.search import rerank
+
+    monkeypatch.setattr(rerank, "MAX_ANSWER_BYTES", 10)
+    with RerankStandIn() as server:
+        bounded = create_reranker(RerankConfig(provider="http", url=server.url))
+        with pytest.raises(RerankerError, match=r"answered more than 10 bytes") as caught:
+            bounded.score("q", ["a", "b"])
+    assert "\n" not in str(caught.value)
+    folder = tmp_path / "huge"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"architectures": []' + " " * (2 * 1024 * 1024) + "}")
+    with pytest.raises(ConfigError, match=r"is larger than 1,048,576 bytes"):
+        create_reranker(RerankConfig(model=str(folder)))

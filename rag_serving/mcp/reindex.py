@@ -28,6 +28,10 @@ from rag_serving.mcp.dagster_client import (
 )
 from rag_sources.errors import RaglineError
 
+# What is read back of `ragline index --json` (its summary) and of its stderr.
+MAX_OUTPUT_BYTES = 4 * 1024 * 1024
+MAX_ERROR_BYTES = 64 * 1024
+
 
 @dataclass
 class RunOutcome:
@@ -210,14 +214,19 @@ def _read_outcome(source: str, child: _Child) -> RunOutcome:
     seconds = time.monotonic() - child.started
     child.stdout.seek(0)
     child.stderr.seek(0)
-    out = child.stdout.read().decode("utf-8", "replace")
-    err = child.stderr.read().decode("utf-8", "replace")
+    # Bounded: one source's summary is a few kB; its errors' last lines are what counts.
+    raw = child.stdout.read(MAX_OUTPUT_BYTES + 1)
+    out = raw.decode("utf-8", "replace")
+    child.stderr.seek(max(0, child.stderr.seek(0, 2) - MAX_ERROR_BYTES))
+    err = child.stderr.read(MAX_ERROR_BYTES).decode("utf-8", "replace")
     child.stdout.close()
     child.stderr.close()
     try:
+        if len(raw) > MAX_OUTPUT_BYTES:
+            raise ValueError("too long to be one source's summary")
         entries = json.loads(out)
         entry = next(e for e in entries if e.get("source") == source)
-    except (ValueError, StopIteration, AttributeError):
+    except (ValueError, StopIteration, AttributeError, RecursionError):
         lines = [line for line in err.strip().splitlines() if line.strip()]
         message = lines[-1].removeprefix("error: ") if lines else "no output"
         return RunOutcome(

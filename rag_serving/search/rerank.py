@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 
     from rag_serving.config import RerankConfig
 
+# An answer holds a score per passage; a larger one (decompressed) is refused, as is
+# a model folder's config.json above this: neither is ever that big.
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+MAX_MODEL_CONFIG_BYTES = 1024 * 1024
 _OFF = "or search without it (--no-rerank, or search.rerank.enabled = false)"
 
 
@@ -124,8 +128,13 @@ def _cross_encoder_dir(model: str | None) -> Path:
             "give the folder a cross-encoder was saved to"
         )
     try:
+        if config_file.stat().st_size > MAX_MODEL_CONFIG_BYTES:
+            raise ConfigError(
+                f"search.rerank.model: {config_file} is larger than "
+                f"{MAX_MODEL_CONFIG_BYTES:,} bytes; it is not a model's config"
+            )
         architectures = json.loads(config_file.read_text()).get("architectures") or []
-    except (OSError, ValueError, AttributeError) as exc:
+    except (OSError, ValueError, AttributeError, RecursionError) as exc:
         raise ConfigError(f"search.rerank.model: cannot read {config_file}: {exc}") from exc
     if architectures and not any("ForSequenceClassification" in a for a in architectures):
         raise ConfigError(
@@ -277,7 +286,8 @@ def _post(client: httpx.Client, url: str, body: dict[str, Any], timeout_s: float
     import httpx
 
     try:
-        response = client.post(url, json=body)
+        with client.stream("POST", url, json=body) as response:
+            content = _capped(response, url)
     except httpx.TimeoutException as exc:
         raise RerankerError(
             f"the reranker at {url} did not answer within {timeout_s:g} s; raise "
@@ -289,23 +299,39 @@ def _post(client: httpx.Client, url: str, body: dict[str, Any], timeout_s: float
             + hint
         ) from exc
     if response.status_code >= 400:
-        detail = _first_line(_error_text(response))[:200]
+        detail = _first_line(_error_text(content))[:200]
         if response.status_code == 404 and "model" in detail.lower():
             detail += f" (search.rerank.model = {body.get('model')!r})"
         raise RerankerError(f"the reranker at {url} answered HTTP {response.status_code}: {detail}")
     try:
-        return response.json()
-    except ValueError as exc:
+        return json.loads(content)
+    except (ValueError, RecursionError) as exc:
         raise RerankerError(f"the reranker at {url} answered something that is not JSON") from exc
 
 
-def _error_text(response: httpx.Response) -> str:
+def _capped(response: httpx.Response, url: str) -> bytes:
+    """The answer's body, decompressed, refused past ``MAX_ANSWER_BYTES``."""
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise RerankerError(
+                f"the reranker at {url} answered more than {MAX_ANSWER_BYTES:,} bytes; "
+                "it is not a reranker's answer, " + _OFF
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _error_text(content: bytes) -> str:
     """The server's own error message: the ``error`` (or ``detail``, ``message``) of a
     JSON body, else the body."""
+    text = content.decode("utf-8", "replace")
     try:
-        data = response.json()
-    except ValueError:
-        return response.text
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
     if isinstance(data, dict):
         for key in ("error", "detail", "message"):
             value = data.get(key)
@@ -313,7 +339,7 @@ def _error_text(response: httpx.Response) -> str:
                 value = value.get("message")
             if isinstance(value, str) and value:
                 return value
-    return response.text
+    return text
 
 
 def _first_line(value: object) -> str:
