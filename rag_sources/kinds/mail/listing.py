@@ -42,6 +42,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from rag_sources.errors import SourceUnavailableError
+from rag_sources.kinds.mail.detect import MAILDIR_PARTS
 from rag_sources.kinds.mail.mbox import MboxSpan, looks_like_mbox, message_bytes, split_mbox
 from rag_sources.kinds.mail.message import header_message_id, message_key_id, message_outline
 from rag_sources.listing import ListedItem
@@ -60,7 +61,6 @@ if TYPE_CHECKING:
 
 CACHE_VERSION = 1
 ROOT_FOLDER = "Inbox"  # the folder of messages at the top of the source (Maildir++'s name)
-MAILDIR_PARTS = ("cur", "new")
 _MBOX_SUFFIXES = (".mbox", ".mbx")
 _MESSAGE_SUFFIXES = (".eml", ".emlx")
 # never mail: passed over without reading (a mail client's indexes and summaries)
