@@ -14,8 +14,9 @@ from dagster import MetadataValue, TableColumn, TableMetadataValue, TableRecord,
 from rag_serving.index.fingerprint import EmbedderFingerprint
 from rag_serving.index.fulltext import FulltextIndex
 from rag_serving.index.manifest import Generation, read_manifest
-from rag_serving.index.store import IndexStore, sql_in, sql_string
+from rag_serving.index.store import IndexStore
 from rag_serving.text import printable
+from rag_sources.where import sql_in, sql_string
 
 TANTIVY_MATCHES_LANCEDB = "tantivy_matches_lancedb"
 CHUNKS_HAVE_DOCUMENTS = "chunks_have_documents"

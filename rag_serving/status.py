@@ -12,11 +12,12 @@ from typing import Any
 from rag_serving.config import RaglineConfig
 from rag_serving.index.layout import IndexLayout
 from rag_serving.index.manifest import read_manifest
-from rag_serving.index.store import IndexStore, sql_string
+from rag_serving.index.store import IndexStore
 from rag_sources.config import FileSourceConfig
 from rag_sources.errors import RaglineError
 from rag_sources.listing import ListedItem
 from rag_sources.scanning import PendingChanges, iter_source_files, pending_changes
+from rag_sources.where import sql_string
 
 
 @dataclass(frozen=True)

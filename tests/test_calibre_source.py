@@ -22,7 +22,6 @@ import pytest
 
 from rag_assets.sources import source_kind
 from rag_serving.config import RaglineConfig, parse_config_file
-from rag_serving.index.store import sql_string
 from rag_serving.search import SearchFilters
 from rag_serving.search.engine import SearchEngine
 from rag_serving.status import index_status
@@ -34,6 +33,7 @@ from rag_sources.kinds.calibre.config import CalibreSourceConfig
 from rag_sources.kinds.calibre.kind import CalibreKind
 from rag_sources.kinds.calibre.library import READABLE_FORMATS, list_books, read_books
 from rag_sources.listing import list_source_items
+from rag_sources.where import sql_string
 from ragline.indexing import index_sources
 from tests.calibre_library import (
     CALIBREDB,

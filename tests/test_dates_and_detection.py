@@ -16,12 +16,12 @@ from click.testing import CliRunner
 
 from rag_serving.config import RaglineConfig, detect_kind, parse_config_file
 from rag_serving.index.filters import parse_date
-from rag_serving.index.store import sql_string
 from rag_serving.search import SearchFilters
 from rag_serving.search.engine import SearchEngine
 from rag_sources.formats.markdown import note_date_from_name, parse_markdown
 from rag_sources.kinds.git.kind import commit_document
 from rag_sources.kinds.git.repository import open_repository
+from rag_sources.where import sql_string
 from ragline.cli import cli
 from tests.conftest import SHARED_DATA, build_index, write_config
 from tests.git_repos import ALICE, BOB, git, head_sha, identity_env, init_repo, write_files

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rag_serving.config import RaglineConfig
-from rag_serving.index.store import IndexStore, sql_string
+from rag_serving.index.store import IndexStore
 from rag_serving.search import SearchEngine
 from rag_sources.formats.markdown import (
     MAX_FRONTMATTER_CHARS,
@@ -21,6 +21,7 @@ from rag_sources.formats.markdown import (
     parse_markdown_document,
 )
 from rag_sources.formats.model import json_safe
+from rag_sources.where import sql_string
 from tests.conftest import build_index, write_config
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,13 +12,13 @@ import pytest
 from click.testing import CliRunner
 
 from rag_serving.config import RaglineConfig, parse_config_file
-from rag_serving.index.store import sql_string
 from rag_serving.mcp.auth import Access
 from rag_serving.mcp.service import RaglineService
 from rag_serving.search import SearchFilters
 from rag_serving.search.engine import SearchEngine
 from rag_serving.status import index_status
 from rag_sources.errors import ConfigError, FilterError
+from rag_sources.where import sql_string
 from ragline.cli import cli
 from ragline.indexing import index_sources
 from tests.conftest import write_config

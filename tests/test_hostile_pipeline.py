@@ -10,8 +10,8 @@ import logging
 from pathlib import Path
 
 from rag_serving.config import RaglineConfig, parse_config_file
-from rag_serving.index.store import sql_string
 from rag_serving.search.engine import SearchEngine
+from rag_sources.where import sql_string
 from ragline.indexing import InProcessIndexer
 from tests.conftest import write_config
 from tests.git_repos import commit_files, git, init_repo

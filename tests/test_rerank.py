@@ -28,7 +28,6 @@ from mcp import Client
 
 from rag_serving.config import RaglineConfig, RerankConfig, parse_config_file
 from rag_serving.evaluation.self_eval import HISTORY_FILE
-from rag_serving.index.store import sql_in
 from rag_serving.mcp import build_server
 from rag_serving.search import SearchEngine
 from rag_serving.search.engine import SearchResult, rerank_text
@@ -39,6 +38,7 @@ from rag_serving.search.rerank import (
     yes_probability,
 )
 from rag_sources.errors import ConfigError
+from rag_sources.where import sql_in
 from ragline.cli import cli
 
 try:  # tests/ as a package or as a plain folder on sys.path

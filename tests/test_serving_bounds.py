@@ -9,13 +9,14 @@ import pytest
 from click.testing import CliRunner
 
 from rag_serving.config import RaglineConfig
-from rag_serving.index.store import IndexStore, sql_string
+from rag_serving.index.store import IndexStore
 from rag_serving.mcp.auth import Access
 from rag_serving.mcp.search import SearchRequest
 from rag_serving.mcp.service import DEFAULT_OPEN_CHARS, RaglineService
 from rag_serving.search import SearchFilters
 from rag_serving.search.engine import SearchEngine
 from rag_sources.errors import FilterError
+from rag_sources.where import sql_string
 from ragline.cli import cli
 from tests.conftest import build_index, write_config
 from tests.git_repos import commit_files, init_repo

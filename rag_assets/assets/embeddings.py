@@ -43,7 +43,7 @@ from rag_assets.sources import source_kind
 from rag_assets.stages.embed import DocRange, embed_source, shard_ranges, target_generation
 from rag_assets.stages.result import StageResult
 from rag_serving.index.ann import ensure_search_indexes
-from rag_serving.index.store import sql_string
+from rag_sources.where import sql_string
 
 STAGE = "embeddings"
 CHECK_SPECS = [

@@ -37,9 +37,10 @@ from rag_assets.stages.scan import scan_source
 from rag_assets.writer_turn import wait_for_source_turn
 from rag_serving.config import RaglineConfig
 from rag_serving.index.manifest import read_manifest
-from rag_serving.index.store import IndexStore, sql_string
+from rag_serving.index.store import IndexStore
 from rag_sources.config import FileSourceConfig
 from rag_sources.errors import ConfigError
+from rag_sources.where import sql_string
 
 FULL_REBUILD_TAG = "ragline/full"
 # "deferred": the pass that does the costly work (OCR) the first pass left queued.

@@ -21,9 +21,10 @@ from rag_serving.config import ChunkingConfig
 from rag_serving.embedders import Embedder
 from rag_serving.index import schema as schemas
 from rag_serving.index.ids import chunk_id, text_hash
-from rag_serving.index.store import IndexStore, sql_in, sql_string
+from rag_serving.index.store import IndexStore
 from rag_sources.chunking import MAX_HEADING_CHARS, Chunk, cap_heading_path, heading_anchor
 from rag_sources.formats.model import Section
+from rag_sources.where import sql_in, sql_string
 
 READ_BATCH = 200  # documents read and chunked at a time
 COMMIT_CHUNKS = 2048  # staged chunks per commit (whole documents)

@@ -29,8 +29,9 @@ from rag_serving.embedders import Embedder
 from rag_serving.index.filters import expand_tags
 from rag_serving.index.manifest import Generation, read_manifest, write_manifest
 from rag_serving.index.schema import chunks_schema
-from rag_serving.index.store import IndexStore, sql_in, sql_string
+from rag_serving.index.store import IndexStore
 from rag_sources.config import FileSourceConfig
+from rag_sources.where import sql_in, sql_string
 
 PUBLISH_BATCH = 1024  # chunks per commit (whole documents)
 SCAN_BATCH = 2048  # staged chunks per Arrow batch when planning

@@ -16,8 +16,9 @@ from rag_serving.embedders import Embedder
 from rag_serving.index import schema as schemas
 from rag_serving.index.fulltext import SCHEMA, FulltextIndex
 from rag_serving.index.manifest import IndexManifest, read_manifest, update_manifest
-from rag_serving.index.store import IndexStore, sql_in, sql_string
+from rag_serving.index.store import IndexStore
 from rag_sources.config import FileSourceConfig
+from rag_sources.where import sql_in, sql_string
 
 FULLTEXT_COLUMNS = [
     "chunk_id", "doc_id", "source", "kind", "path", "title", "heading", "tags", "text",

@@ -29,10 +29,11 @@ from rag_assets.sources import SourceKind
 from rag_assets.stages.result import FileProblem, StageResult, return_freed_memory, utcnow
 from rag_assets.stages.scan import PROBLEM_MARKS, UNAVAILABLE_MARK
 from rag_serving.index import schema as schemas
-from rag_serving.index.store import IndexStore, sql_in, sql_string
+from rag_serving.index.store import IndexStore
 from rag_sources.formats import router
 from rag_sources.formats.markdown import note_date_from_name
 from rag_sources.formats.model import ItemError, ItemSkipped, ParsedDocument, json_safe
+from rag_sources.where import sql_in, sql_string
 
 COMMIT_DOCUMENTS = 500  # parsed documents per commit...
 COMMIT_BYTES = 16 * 2**20  # ...or fewer when their text reaches this size

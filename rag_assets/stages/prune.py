@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from rag_serving.index.fulltext import FulltextIndex
-from rag_serving.index.store import IndexStore, sql_string
+from rag_serving.index.store import IndexStore
+from rag_sources.where import sql_string
 
 SOURCE_TABLES = (
     "files", "documents", "file_issues", "staged_chunks", "source_state", "run_failures",

@@ -22,11 +22,12 @@ from rag_assets.sources import ItemStat, SourceKind
 from rag_assets.stages.result import StageResult, utcnow
 from rag_serving.index import schema as schemas
 from rag_serving.index.ids import doc_id
-from rag_serving.index.store import IndexStore, sql_in, sql_string
+from rag_serving.index.store import IndexStore
 from rag_sources.errors import SourceUnavailableError
 from rag_sources.formats.model import ItemSkipped
 from rag_sources.kinds.base import ChangedItems
 from rag_sources.scanning import display_path
+from rag_sources.where import sql_in, sql_string
 
 # ``files.fingerprint`` of an item with a problem → (severity, whether what the index
 # holds for the item is kept).

@@ -7,10 +7,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from rag_serving.index.store import sql_in, sql_string
 from rag_sources.errors import FilterError, QueryError
 from rag_sources.filetypes import TYPE_ALIASES
 from rag_sources.suggest import did_you_mean
+from rag_sources.where import sql_in, sql_string
 
 # Longest query accepted, in characters. The embedder reads only the first ~1,000
 # characters (256 tokens) and BM25 gains nothing from a pasted page, while a 1 MB

@@ -23,17 +23,6 @@ if TYPE_CHECKING:
 _CONNECT_LOCK = threading.Lock()
 
 
-def sql_string(value: str) -> str:
-    """Quote a value as a SQL string literal for a LanceDB filter."""
-    return "'" + value.replace("'", "''") + "'"
-
-
-def sql_in(column: str, values: Iterable[str]) -> str:
-    """``column IN (...)`` for string values (``FALSE`` when there are none)."""
-    items = [sql_string(v) for v in values]
-    return f"{column} IN ({', '.join(items)})" if items else "FALSE"
-
-
 class IndexStore:
     """The LanceDB database under ``data_dir/lancedb``, or at ``index_uri``.
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rag_serving.index.store import IndexStore, sql_in, sql_string
+from rag_serving.index.store import IndexStore
 from rag_serving.mcp.links import Edge
 from rag_serving.mcp.models import CommitOut, SymbolOut
 from rag_sources.kinds.git import COMMIT_KEY_PREFIX
+from rag_sources.where import sql_in, sql_string
 
 MAX_COMMITS = 10  # the most recent commits that touched a file, for `neighbors`
 

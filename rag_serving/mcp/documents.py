@@ -13,11 +13,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from rag_serving.index.store import IndexStore, sql_in, sql_string
+from rag_serving.index.store import IndexStore
 from rag_serving.mcp.auth import Access
 from rag_serving.status import short_message
 from rag_sources.errors import RaglineError
 from rag_sources.suggest import did_you_mean
+from rag_sources.where import sql_in, sql_string
 
 _ID = re.compile(r"^[0-9a-f]{8,64}$")
 _MARKDOWN_SUFFIXES = (".md", ".markdown")

@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rag_serving.index.store import IndexStore, sql_string
+from rag_serving.index.store import IndexStore
 from rag_serving.mcp.models import MessageOut
+from rag_sources.where import sql_string
 
 MAX_THREAD_MESSAGES = 200  # a thread longer than this lists its oldest messages
 MAX_ROUNDS = 8  # each round follows one more hop of replies

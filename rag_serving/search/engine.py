@@ -35,7 +35,7 @@ from rag_serving.index.manifest import (
     manifest_version,
     read_manifest,
 )
-from rag_serving.index.store import IndexStore, sql_in, sql_string
+from rag_serving.index.store import IndexStore
 from rag_serving.search.feedback import FeedbackSettings, rescored_list
 from rag_serving.search.fusion import (
     FusedHit,
@@ -54,6 +54,7 @@ from rag_serving.search.weights import list_weights
 from rag_serving.status import scanned_after
 from rag_sources.errors import EmbedderMismatchError, FilterError, IndexNotBuiltError
 from rag_sources.suggest import did_you_mean
+from rag_sources.where import sql_in, sql_string
 
 Mode = Literal["hybrid", "bm25", "vector"]
 MODES: tuple[Mode, ...] = ("hybrid", "bm25", "vector")

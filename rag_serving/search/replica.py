@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from rag_serving.index.fulltext import FulltextIndex, is_outdated
-from rag_serving.index.store import IndexStore, sql_in
+from rag_serving.index.store import IndexStore
+from rag_sources.where import sql_in
 
 COLUMNS = [
     "chunk_id", "doc_id", "source", "kind", "path", "title", "heading", "tags", "text",

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from rag_serving.index.layout import IndexLayout
 from rag_serving.index.manifest import read_manifest
-from rag_serving.index.store import IndexStore, sql_in
+from rag_serving.index.store import IndexStore
 from rag_sources.errors import RaglineError
+from rag_sources.where import sql_in
 
 if TYPE_CHECKING:
     from rag_serving.config import RaglineConfig
