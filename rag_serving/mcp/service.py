@@ -34,7 +34,6 @@ from rag_serving.mcp.models import (
 )
 from rag_serving.mcp.reindex import Reindexer
 from rag_serving.mcp.search import SearchRequest, VisibleVocabularies, run_search
-from rag_serving.mcp.threads import thread_messages
 from rag_serving.mcp.tool_errors import redact_paths
 from rag_serving.search.engine import SearchEngine, is_stale
 from rag_serving.status import (
@@ -45,6 +44,7 @@ from rag_serving.status import (
     index_status,
     short_message,
 )
+from rag_sources.kinds.mail.thread import thread_messages
 
 # Characters `open` returns unless asked for fewer or more (a 5 MB one-line note
 # would otherwise come back whole, whatever max_lines says).
