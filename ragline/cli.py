@@ -16,6 +16,7 @@ import click
 from rag_serving.config import SOURCE_KINDS, RaglineConfig, load_config
 from rag_sources.config import MISSING_SOURCE_HINT as _MISSING_HINT
 from rag_sources.errors import RaglineError
+from rag_sources.kinds import kind_filters
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -49,6 +50,16 @@ class Context:
             _check_paths_for(self.command, config)
             self._config = config
         return self._config
+
+
+def kind_filter_options(command: F) -> F:
+    """An option per registered kind filter (``--from``, ``--series``…), as repeatable
+    values passed to the command by the filter's name."""
+    for facet_filter in reversed(kind_filters()):
+        command = click.option(
+            facet_filter.option, facet_filter.name, multiple=True, help=facet_filter.help
+        )(command)
+    return command
 
 
 def _check_paths_for(command: str | None, config: RaglineConfig) -> None:
@@ -231,23 +242,7 @@ def index(ctx: Context, sources: tuple[str, ...], full: bool, as_json: bool, pro
     help="Only commits, messages (by sender), books or feed entries by this name or e-mail "
     "(repeatable).",
 )
-@click.option(
-    "--from", "senders", multiple=True, help="Only mail from this name or address (repeatable)."
-)
-@click.option(
-    "--to",
-    "recipients",
-    multiple=True,
-    help="Only mail to (or cc) this name or address (repeatable).",
-)
-@click.option(
-    "--folder",
-    "folders",
-    multiple=True,
-    help="Only mail in this folder or the folders inside it (repeatable).",
-)
-@click.option("--series", multiple=True, help="Only books in this series (repeatable).")
-@click.option("--feed", "feeds", multiple=True, help="Only entries of this feed (repeatable).")
+@kind_filter_options
 @click.option("--mode", type=click.Choice(["hybrid", "bm25", "vector"]), help="Retrieval mode.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--explain", is_flag=True, help="Show each hit's rank and score in every list.")
@@ -272,15 +267,11 @@ def search(
     languages: tuple[str, ...],
     symbols: tuple[str, ...],
     authors: tuple[str, ...],
-    senders: tuple[str, ...],
-    recipients: tuple[str, ...],
-    folders: tuple[str, ...],
-    series: tuple[str, ...],
-    feeds: tuple[str, ...],
     mode: str | None,
     as_json: bool,
     explain: bool,
     rerank: bool | None,
+    **kind_values: tuple[str, ...],
 ) -> None:
     """Search the index (hybrid vector + BM25 by default)."""
     from rag_serving.index.filters import parse_date
@@ -298,11 +289,7 @@ def search(
         languages=languages,
         symbols=symbols,
         authors=authors,
-        senders=senders,
-        recipients=recipients,
-        folders=folders,
-        series=series,
-        feeds=feeds,
+        **kind_values,
     )
     result = hybrid_search(
         ctx.config,

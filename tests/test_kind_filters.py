@@ -49,13 +49,13 @@ def test_names_are_folded_and_become_facet_groups() -> None:
     )  # fmt: skip
     assert filters.senders == ("alice liddell",)
     assert filters.folders == ("lists",)
-    assert filters.facet_groups() == [
+    assert sorted(filters.facet_groups()) == sorted([
         ("from:alice liddell",),
         ("to:bob@example.org",),
         ("series:modernist poems",),
         ("feed:lwn.net",),
         ("folder:lists", "folder_in:lists"),  # the folder, or any folder inside it
-    ]
+    ])  # fmt: skip
     sql = filters.to_sql() or ""
     assert "array_has(facets, 'folder_in:lists')" in sql and "'from:alice liddell'" in sql
 

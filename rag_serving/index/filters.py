@@ -4,11 +4,13 @@ LanceDB (SQL) and Tantivy (queries)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from datetime import UTC, datetime
+from typing import Any, Self
 
 from rag_sources.errors import FilterError, QueryError
 from rag_sources.filetypes import TYPE_ALIASES
+from rag_sources.kinds import kind_filters
 from rag_sources.suggest import did_you_mean
 from rag_sources.where import sql_in, sql_string
 
@@ -43,7 +45,7 @@ LANGUAGE_ALIASES = {
 
 
 @dataclass(frozen=True)
-class SearchFilters:
+class _SearchFilters:
     """Restrictions on which chunks a search may return.
 
     Several sources or kinds match any of them; several tags must all be present
@@ -55,10 +57,10 @@ class SearchFilters:
     time. Several ``types`` (file types: ``pdf``, ``md``, a code file's language…;
     aliases such as ``markdown`` or ``py`` accepted), ``languages`` (of code),
     ``symbols`` (a code chunk's function or class, qualified ``Client.retry`` or short
-    ``retry``), ``authors`` (of a commit, a message (its sender), a book or a feed
-    entry: name or e-mail), ``senders`` and ``recipients`` (of a message: name or
-    address; To and Cc), ``folders`` (a mail folder, and the folders inside it),
-    ``series`` (of a book) or ``feeds`` (by title) match any of them.
+    ``retry``) or ``authors`` (of a commit, a message (its sender), a book or a feed
+    entry: name or e-mail) match any of them. Each kind's filters
+    (``rag_sources/filters.py``: a message's ``senders``, a book's ``series``…) are
+    fields too, and also match any of their values.
     """
 
     sources: tuple[str, ...] = ()
@@ -71,18 +73,14 @@ class SearchFilters:
     languages: tuple[str, ...] = ()
     symbols: tuple[str, ...] = ()
     authors: tuple[str, ...] = ()
-    senders: tuple[str, ...] = ()
-    recipients: tuple[str, ...] = ()
-    folders: tuple[str, ...] = ()
-    series: tuple[str, ...] = ()
-    feeds: tuple[str, ...] = ()
 
     def is_empty(self) -> bool:
-        return self == SearchFilters()
+        return self == type(self)()
 
-    def normalized(self) -> SearchFilters:
-        """Tags without '#' and lowercased; naive datetimes taken as UTC."""
-        return SearchFilters(
+    def normalized(self) -> Self:
+        """Tags without '#' and lowercased; naive datetimes taken as UTC; names folded
+        as the index stores them."""
+        return type(self)(
             sources=tuple(self.sources),
             kinds=tuple(self.kinds),
             path_prefix=normalize_path_prefix(self.path_prefix),
@@ -103,11 +101,7 @@ class SearchFilters:
             ),
             symbols=tuple(dict.fromkeys(v.strip() for v in self.symbols)),
             authors=_folded(self.authors),
-            senders=_folded(self.senders),
-            recipients=_folded(self.recipients),
-            folders=tuple(dict.fromkeys(v.strip().strip("/") for v in self.folders)),
-            series=_folded(self.series),
-            feeds=_folded(self.feeds),
+            **{f.name: f.folded(getattr(self, f.name)) for f in kind_filters()},
         )
 
     def facet_groups(self) -> list[tuple[str, ...]]:
@@ -119,17 +113,12 @@ class SearchFilters:
                 ("language", self.languages),
                 ("symbol", self.symbols),
                 ("author", self.authors),
-                ("from", self.senders),
-                ("to", self.recipients),
-                ("series", self.series),
-                ("feed", self.feeds),
             )
             if values
         ]
-        if self.folders:  # a folder, or any folder inside it
-            groups.append(
-                tuple(f"{name}:{f}" for f in self.folders for name in ("folder", "folder_in"))
-            )
+        for facet_filter in kind_filters():
+            if values := getattr(self, facet_filter.name):
+                groups.append(facet_filter.facet_group(values))
         return groups
 
     def to_sql(self) -> str | None:
@@ -154,8 +143,9 @@ class SearchFilters:
 
 
 @dataclass(frozen=True)
-class IndexVocabulary:
-    """The names a filter may use: what the index actually holds."""
+class _IndexVocabulary:
+    """The names a filter may use: what the index actually holds (each kind's filters
+    have a field of their own, as in ``SearchFilters``)."""
 
     sources: frozenset[str] = field(default_factory=frozenset)
     kinds: frozenset[str] = field(default_factory=frozenset)
@@ -163,55 +153,60 @@ class IndexVocabulary:
     types: frozenset[str] = field(default_factory=frozenset)
     languages: frozenset[str] = field(default_factory=frozenset)
     authors: frozenset[str] = field(default_factory=frozenset)
-    senders: frozenset[str] = field(default_factory=frozenset)
-    recipients: frozenset[str] = field(default_factory=frozenset)
-    folders: frozenset[str] = field(default_factory=frozenset)
-    series: frozenset[str] = field(default_factory=frozenset)
-    feeds: frozenset[str] = field(default_factory=frozenset)
 
     @classmethod
-    def of_documents(
-        cls, rows: list[dict], configured: Iterable[tuple[str, str]] = ()
-    ) -> IndexVocabulary:
+    def of_documents(cls, rows: list[dict], configured: Iterable[tuple[str, str]] = ()) -> Self:
         """The vocabulary of ``documents`` rows (source, kind, tags, file_type, facets)
         plus the configured (name, kind) pairs of sources."""
         tags: set[str] = set()
-        facets: dict[str, set[str]] = {
-            name: set() for name in ("language", "author", "from", "to", "folder", "series", "feed")
-        }
+        by_kind = kind_filters()
+        # facet name → the vocabulary fields it feeds
+        feeds: dict[str, list[str]] = {"language": ["languages"], "author": ["authors"]}
+        for facet_filter in by_kind:
+            for name in facet_filter.facets:
+                feeds.setdefault(name, []).append(facet_filter.name)
+        values: dict[str, set[str]] = {name: set() for names in feeds.values() for name in names}
         for row in rows:
             tags.update(expand_tags(row["tags"] or []))
             for facet in row.get("facets") or ():
                 name, _, value = facet.partition(":")
-                if name in facets:
-                    facets[name].add(value)
-                elif name == "folder_in":
-                    facets["folder"].add(value)
+                for target in feeds.get(name, ()):
+                    values[target].add(value)
         pairs = list(configured)
         return cls(
             sources=frozenset(r["source"] for r in rows) | {name for name, _ in pairs},
             kinds=frozenset(r["kind"] for r in rows) | {kind for _, kind in pairs},
             tags=frozenset(tags),
             types=frozenset(r["file_type"] for r in rows if r["file_type"]),
-            languages=frozenset(facets["language"]),
-            authors=frozenset(facets["author"]),
-            senders=frozenset(facets["from"]),
-            recipients=frozenset(facets["to"]),
-            folders=frozenset(facets["folder"]),
-            series=frozenset(facets["series"]),
-            feeds=frozenset(facets["feed"]),
+            **{name: frozenset(found) for name, found in values.items()},
         )
+
+
+def with_kind_filters(base: type, default: Any) -> Any:
+    """The frozen dataclass ``base`` with a field per registered kind filter
+    (``senders``, ``series``…), named as ``base`` without its leading underscore."""
+    return make_dataclass(
+        base.__name__.lstrip("_"),
+        [(f.name, Any, field(default_factory=default)) for f in kind_filters()],
+        bases=(base,),
+        frozen=True,
+        namespace={"__doc__": base.__doc__, "__module__": __name__},
+    )
+
+
+SearchFilters = with_kind_filters(_SearchFilters, tuple)
+IndexVocabulary = with_kind_filters(_IndexVocabulary, frozenset)
 
 
 def validate_filters(filters: SearchFilters, vocabulary: IndexVocabulary) -> SearchFilters:
     """Normalise ``filters`` and fail loudly, with close matches, on unknown names."""
+    by_kind = kind_filters()
     for name, values in (
         ("source", filters.sources), ("kind", filters.kinds), ("tag", filters.tags),
         ("type", filters.types), ("path filter", (filters.path_prefix or "",)),
         ("language", filters.languages), ("symbol", filters.symbols),
-        ("author", filters.authors), ("sender", filters.senders),
-        ("recipient", filters.recipients), ("folder", filters.folders),
-        ("series", filters.series), ("feed", filters.feeds),
+        ("author", filters.authors),
+        *((f.singular, getattr(filters, f.name)) for f in by_kind),
     ):  # fmt: skip
         for value in values:
             check_text(value, name)
@@ -239,22 +234,16 @@ def validate_filters(filters: SearchFilters, vocabulary: IndexVocabulary) -> Sea
                 f"no indexed commit, message, book or feed entry has author {author!r}"
                 f"{did_you_mean(author, vocabulary.authors)} (give a name or an e-mail address)"
             )
-    for values, indexed, what in (
-        (filters.senders, vocabulary.senders, "no indexed message is from"),
-        (filters.recipients, vocabulary.recipients, "no indexed message is to"),
-    ):
-        for value in values:
-            if value not in indexed:
+    for facet_filter in by_kind:
+        indexed = getattr(vocabulary, facet_filter.name)
+        for value in getattr(filters, facet_filter.name):
+            if facet_filter.indexed is not None:
+                _require_indexed(value, indexed, facet_filter.unknown, facet_filter.indexed)
+            elif value not in indexed:
                 raise FilterError(
-                    f"{what} {value!r}{did_you_mean(value, indexed)} "
-                    "(give a name or an e-mail address)"
+                    f"{facet_filter.unknown} {value!r}{did_you_mean(value, indexed)} "
+                    f"{facet_filter.hint}".rstrip()
                 )
-    for folder in filters.folders:
-        _require_indexed(folder, vocabulary.folders, "no indexed mail folder is", "folders")
-    for name in filters.series:
-        _require_indexed(name, vocabulary.series, "no indexed book is in series", "series")
-    for feed in filters.feeds:
-        _require_indexed(feed, vocabulary.feeds, "no indexed feed is titled", "feeds")
     if filters.after and filters.before and filters.after >= filters.before:
         raise FilterError(
             f"--after {filters.after.isoformat()} is not before --before "

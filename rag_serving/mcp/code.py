@@ -1,23 +1,14 @@
-"""What ``open`` and ``neighbors`` add for code and commits (git sources): a code
-chunk's whole symbol, the other symbols of its file, the commits that touched it."""
+"""What ``open`` and ``neighbors`` add for code, whatever its source: a code chunk's
+whole symbol and the other symbols of its file."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rag_serving.index.store import IndexStore
-from rag_serving.mcp.links import Edge
-from rag_serving.mcp.models import CommitOut, SymbolOut
-from rag_sources.kinds.git import COMMIT_KEY_PREFIX
-from rag_sources.where import sql_in, sql_string
-
-MAX_COMMITS = 10  # the most recent commits that touched a file, for `neighbors`
-
-
-def facet(facets: list[str] | None, name: str) -> str | None:
-    prefix = f"{name}:"
-    return next((f[len(prefix) :] for f in facets or () if f.startswith(prefix)), None)
+from rag_serving.mcp.models import SymbolOut
+from rag_sources.relations import facet_value
+from rag_sources.where import sql_string
 
 
 def symbol_range(
@@ -26,7 +17,7 @@ def symbol_range(
     """(first line, last line, heading) of the whole symbol a code chunk is (a part
     of): every chunk of its document that defines the same symbol. None when the
     chunk is not code."""
-    symbol = facet(chunk.get("facets"), "symbol")
+    symbol = facet_value(chunk.get("facets"), "symbol")
     if symbol is None:
         return None
     where = (
@@ -34,8 +25,8 @@ def symbol_range(
         f"array_has(facets, {sql_string('symbol:' + symbol)})"
     )
     rows = store.read(table, where=where, columns=["line_start", "line_end", "facets"]).to_pylist()
-    rows = [r for r in rows if facet(r["facets"], "symbol") == symbol] or [chunk]
-    kind = facet(chunk.get("facets"), "symbol_kind")
+    rows = [r for r in rows if facet_value(r["facets"], "symbol") == symbol] or [chunk]
+    kind = facet_value(chunk.get("facets"), "symbol_kind")
     heading = f"{kind} {symbol}" if kind else symbol
     return min(r["line_start"] for r in rows), max(r["line_end"] for r in rows), heading
 
@@ -55,7 +46,7 @@ def file_symbols(
     found: dict[str, SymbolOut] = {}
     excluded = None
     for row in sorted(rows, key=lambda r: r["ordinal"]):
-        symbol = facet(row["facets"], "symbol")
+        symbol = facet_value(row["facets"], "symbol")
         if symbol is None:
             continue
         if row["chunk_id"] == exclude:
@@ -64,7 +55,7 @@ def file_symbols(
         if known is None:
             found[symbol] = SymbolOut(
                 name=symbol,
-                kind=facet(row["facets"], "symbol_kind"),
+                kind=facet_value(row["facets"], "symbol_kind"),
                 line_start=row["line_start"],
                 line_end=row["line_end"],
                 chunk_id=row["chunk_id"],
@@ -72,34 +63,3 @@ def file_symbols(
         else:
             known.line_end = max(known.line_end, row["line_end"])
     return [s for name, s in found.items() if name != excluded]
-
-
-def touching_commits(store: IndexStore, edges: list[Edge]) -> list[CommitOut]:
-    """The newest commits among the documents linking to a file."""
-    ids = [e.origin.doc_id for e in edges if e.origin.path.startswith(COMMIT_KEY_PREFIX)]
-    if not ids:
-        return []
-    rows = store.read(
-        "documents",
-        where=sql_in("doc_id", ids),
-        columns=["doc_id", "path", "title", "modified", "frontmatter_json"],
-    ).to_pylist()
-    rows.sort(key=lambda r: (r["modified"] is not None, r["modified"]), reverse=True)
-    out = []
-    for row in rows[:MAX_COMMITS]:
-        meta = json.loads(row["frontmatter_json"] or "{}")
-        author = meta.get("author") or {}
-        out.append(
-            CommitOut(
-                doc_id=row["doc_id"],
-                sha=row["path"][len(COMMIT_KEY_PREFIX) :],
-                subject=row["title"],
-                author=author.get("name"),
-                date=row["modified"].isoformat() if row["modified"] else None,
-            )
-        )
-    return out
-
-
-def is_commit(path: str) -> bool:
-    return path.startswith(COMMIT_KEY_PREFIX)

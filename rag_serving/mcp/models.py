@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
+
+from rag_sources.kinds import kind_relations
 
 
 class DocRef(BaseModel):
@@ -154,55 +156,43 @@ class SymbolOut(BaseModel):
     chunk_id: str = Field(description="Open it with `open` and this id.")
 
 
-class CommitOut(BaseModel):
-    """A commit that changed a file (git sources)."""
+class NeighborsBase(BaseModel):
+    """What ``neighbors`` answers for any document; each kind's relations add a list."""
 
-    doc_id: str = Field(description="Open the commit (message, changed files, diff) with it.")
-    sha: str
-    subject: str
-    author: str | None
-    date: str | None
-
-
-class MessageOut(BaseModel):
-    """A message of a mail thread."""
-
-    doc_id: str = Field(description="Open the message with it.")
-    path: str
-    subject: str
-    sender: str | None
-    date: str | None
-    message_id: str | None
-    in_reply_to: str | None = Field(description="The message-id it answers, if any.")
-
-
-class NeighborsOutput(BaseModel):
     note: DocRef
     links: list[LinkOut] = Field(
         description="Outgoing [[links]] (not embeds); for a commit, the files it changed."
     )
     embeds: list[LinkOut] = Field(description="Outgoing ![[embeds]].")
     backlinks: list[BacklinkOut] = Field(
-        description="Links and embeds from other notes (commits are under `commits`)."
+        description="Links and embeds from other notes (a link that a kind's own list "
+        "holds, such as a commit that changed the file, is listed there instead)."
     )
     symbols: list[SymbolOut] = Field(
         default_factory=list,
         description="For code: the other functions, methods and classes of the file.",
-    )
-    commits: list[CommitOut] = Field(
-        default_factory=list,
-        description="For a file of a git source: the latest commits that changed it.",
-    )
-    thread: list[MessageOut] = Field(
-        default_factory=list,
-        description="For a mail message (or an attachment): every message of its thread, "
-        "oldest first, this one included.",
     )
     omitted: dict[str, int] = Field(
         default_factory=dict,
         description="Per list cut at 200 entries (links, embeds, backlinks, symbols): how "
         "many more there are.",
     )
+
+
+def _neighbors_output() -> type[NeighborsBase]:
+    """``neighbors``' answer: the common lists, then every registered kind's relations
+    (``thread``, ``commits``…), each empty where it does not apply."""
+    fields: dict[str, Any] = {
+        relation.name: (
+            list[relation.item],  # type: ignore[name-defined]
+            Field(default_factory=list, description=relation.description),
+        )
+        for relation in kind_relations()
+    }
+    return create_model("NeighborsOutput", __base__=NeighborsBase, **fields)
+
+
+NeighborsOutput = _neighbors_output()
 
 
 class SourceInfo(BaseModel):

@@ -16,16 +16,18 @@ from rag_serving.index.filters import (
     SearchFilters,
     parse_date,
     validate_filters,
+    with_kind_filters,
 )
 from rag_serving.mcp.auth import Access
 from rag_serving.mcp.models import Hit, SearchOutput
 from rag_serving.search.engine import Mode, SearchEngine, SearchHit, is_stale
 from rag_sources.errors import FilterError
+from rag_sources.kinds import kind_filters
 
 
 @dataclass(frozen=True)
-class SearchRequest:
-    """A search as the tool received it."""
+class _SearchRequest:
+    """A search as the tool received it (each kind's filters are fields too)."""
 
     query: str
     k: int | None = None
@@ -41,11 +43,6 @@ class SearchRequest:
     languages: tuple[str, ...] = ()
     symbols: tuple[str, ...] = ()
     authors: tuple[str, ...] = ()
-    senders: tuple[str, ...] = ()
-    recipients: tuple[str, ...] = ()
-    folders: tuple[str, ...] = ()
-    series: tuple[str, ...] = ()
-    feeds: tuple[str, ...] = ()
 
     def filters(self) -> SearchFilters:
         """The request's filters, its dates parsed (a bad one is a tool error)."""
@@ -61,10 +58,10 @@ class SearchRequest:
         return SearchFilters(**values)
 
 
+SearchRequest = with_kind_filters(_SearchRequest, tuple)
 # The list-valued filters a search echoes back when given.
 FILTER_LISTS = (
-    "types", "languages", "symbols", "authors", "senders", "recipients", "folders", "series",
-    "feeds",
+    "types", "languages", "symbols", "authors", *(f.name for f in kind_filters()),
 )  # fmt: skip
 
 

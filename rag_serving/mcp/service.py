@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from rag_serving.config import RaglineConfig
+from rag_serving.index.store import IndexStore
 from rag_serving.mcp.auth import Access
-from rag_serving.mcp.code import file_symbols, is_commit, symbol_range, touching_commits
+from rag_serving.mcp.code import file_symbols, symbol_range
 from rag_serving.mcp.documents import check_source, locate
 from rag_serving.mcp.excerpts import Body, RangeError
 from rag_serving.mcp.links import Edge, LinkGraphCache, Note
@@ -44,7 +46,8 @@ from rag_serving.status import (
     index_status,
     short_message,
 )
-from rag_sources.kinds.mail.thread import thread_messages
+from rag_sources.kinds import registered_kinds
+from rag_sources.relations import Incoming
 
 # Characters `open` returns unless asked for fewer or more (a 5 MB one-line note
 # would otherwise come back whole, whatever max_lines says).
@@ -52,6 +55,23 @@ DEFAULT_OPEN_CHARS = 40_000
 MAX_OPEN_CHARS = 400_000
 # Entries per list `neighbors` returns (a note may hold 100,000 links).
 MAX_NEIGHBORS = 200
+
+
+def _related(
+    store: IndexStore, doc: dict[str, Any], incoming: list[Edge]
+) -> tuple[dict[str, list[Any]], Callable[[str], bool]]:
+    """The lists the document's kind adds to ``neighbors`` (its relations), and which
+    incoming links they hold (those are not listed again as backlinks)."""
+    info = registered_kinds().get(doc["kind"])
+    relations = info.relations if info is not None else ()
+
+    def read(where: str, columns: list[str]) -> list[dict[str, Any]]:
+        return store.read("documents", where=where, columns=columns).to_pylist()
+
+    links = [Incoming(e.origin.doc_id, e.origin.path) for e in incoming]
+    related = {r.name: r.find(read, doc, links)[:MAX_NEIGHBORS] for r in relations}
+    claims = [r.claims_link_from for r in relations if r.claims_link_from is not None]
+    return related, lambda path: any(claim(path) for claim in claims)
 
 
 class RaglineService:
@@ -179,9 +199,10 @@ class RaglineService:
             graph = self._links.get(engine.store)
             chunk_id = found.chunk["chunk_id"] if found.chunk else None
             symbols = file_symbols(engine.store, self._table(), doc["doc_id"], chunk_id)
-            incoming = graph.incoming.get(doc["doc_id"], [])
-            commits = touching_commits(engine.store, incoming)
-            thread = thread_messages(engine.store, doc)
+            incoming = [
+                e for e in graph.incoming.get(doc["doc_id"], []) if access.can_see(e.origin.source)
+            ]
+            related, claimed = _related(engine.store, doc, incoming)
         note = graph.notes.get(doc["doc_id"]) or Note(
             doc["doc_id"], doc["source"], doc["path"], doc["title"]
         )
@@ -195,10 +216,8 @@ class RaglineService:
                 embed=edge.link.embed,
                 line=edge.link.line,
             )
-            for edge in sorted(
-                graph.incoming.get(note.doc_id, []), key=lambda e: (e.origin.path, e.link.line)
-            )
-            if access.can_see(edge.origin.source) and not is_commit(edge.origin.path)
+            for edge in sorted(incoming, key=lambda e: (e.origin.path, e.link.line))
+            if not claimed(edge.origin.path)
         ]
         lists = {
             "links": [link for link in outgoing if not link.embed],
@@ -210,8 +229,7 @@ class RaglineService:
         return NeighborsOutput(
             note=_ref(note),
             **{name: items[:MAX_NEIGHBORS] for name, items in lists.items()},
-            commits=commits,
-            thread=thread,
+            **related,
             omitted={name: count for name, count in omitted.items() if count > 0},
         )
 

@@ -16,10 +16,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-# Names models often use for an argument that has another name here.
+from rag_sources.kinds import kind_filters
+
 # Names a caller may guess → the arguments they may mean, in order (a tool offers
-# those it takes).
-ARGUMENT_ALIASES: dict[str, tuple[str, ...]] = {
+# those it takes); each kind's filters add theirs (``from`` → ``senders``) below.
+_ALIASES: dict[str, tuple[str, ...]] = {
     "limit": ("k",),
     "top_k": ("k",),
     "n": ("k",),
@@ -33,14 +34,9 @@ ARGUMENT_ALIASES: dict[str, tuple[str, ...]] = {
     "lang": ("languages",),
     "tag": ("tags",),
     "author": ("authors",),
-    "sender": ("senders",),
-    "from": ("senders",),
-    "to": ("recipients",),
-    "recipient": ("recipients",),
-    "feed": ("feeds",),
     "symbol": ("symbols",),
     "path": ("path_prefix",),
-    "folder": ("folders", "path_prefix"),  # a mail folder or a folder of files
+    "folder": ("path_prefix",),  # a folder of files (or a kind's folder: see below)
     "since": ("after",),
     "from_date": ("after",),
     "start_date": ("after",),
@@ -54,6 +50,17 @@ ARGUMENT_ALIASES: dict[str, tuple[str, ...]] = {
     "heading": ("section",),
     "name": ("source",),
 }
+
+
+def _argument_aliases() -> dict[str, tuple[str, ...]]:
+    aliases = dict(_ALIASES)
+    for facet_filter in kind_filters():
+        for alias in facet_filter.aliases:
+            aliases[alias] = (facet_filter.name, *aliases.get(alias, ()))
+    return aliases
+
+
+ARGUMENT_ALIASES = _argument_aliases()
 # An absolute path (or ~/…) in free text; not a URL's path, not "a/b" inside a word.
 _PATH = re.compile(r"(?<![\w.:/~-])~?/[^\s'\"`,;()<>]*[^\s'\"`,;()<>.]")
 MAX_VALUE_CHARS = 40

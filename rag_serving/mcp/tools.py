@@ -9,6 +9,7 @@ traceback and reaches the model as one line naming the exception.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +34,7 @@ from rag_serving.mcp.search import SearchRequest
 from rag_serving.mcp.service import DEFAULT_OPEN_CHARS, MAX_OPEN_CHARS, RaglineService
 from rag_serving.mcp.tool_errors import crash_reason, one_line, redact_paths
 from rag_sources.errors import RaglineError
+from rag_sources.kinds import kind_filters
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -240,24 +242,6 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
                 "feed entries, and messages by their sender."
             ),
         ] = None,
-        senders: Annotated[
-            list[str] | None,
-            Field(description="Only messages from these people (name or e-mail address)."),
-        ] = None,
-        recipients: Annotated[
-            list[str] | None,
-            Field(description="Only messages to (or cc) these people (name or address)."),
-        ] = None,
-        folders: Annotated[
-            list[str] | None,
-            Field(description="Only messages in these mail folders (and folders inside them)."),
-        ] = None,
-        series: Annotated[
-            list[str] | None, Field(description="Only books in these series.")
-        ] = None,
-        feeds: Annotated[
-            list[str] | None, Field(description="Only entries of these feeds (by title).")
-        ] = None,
         rerank: Annotated[
             Flag | None,
             Field(
@@ -265,12 +249,14 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
                 "more precise); default: the server's setting. An error if none is configured."
             ),
         ] = None,
+        **kind_values: list[str] | None,
     ) -> SearchOutput:
         request = SearchRequest(
             query=query,
             k=k,
             mode=mode,
             rerank=rerank,
+            **{name: tuple(values or ()) for name, values in kind_values.items()},
             sources=tuple(sources or ()),
             kinds=tuple(kinds or ()),
             path_prefix=path_prefix,
@@ -281,11 +267,6 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
             languages=tuple(languages or ()),
             symbols=tuple(symbols or ()),
             authors=tuple(authors or ()),
-            senders=tuple(senders or ()),
-            recipients=tuple(recipients or ()),
-            folders=tuple(folders or ()),
-            series=tuple(series or ()),
-            feeds=tuple(feeds or ()),
         )
         return await call(service.search, request=request)
 
@@ -358,6 +339,7 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
     ) -> ReindexOutput:
         return await call(service.reindex, source=source, full=full, wait_s=wait_seconds)
 
+    search.__signature__ = with_kind_arguments(search)  # type: ignore[attr-defined]
     tools = (
         (search, "search", "Search notes", SEARCH_DESCRIPTION, READ_ONLY),
         (open_note, "open", "Open a note", OPEN_DESCRIPTION, READ_ONLY),
@@ -368,3 +350,21 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
     )
     for fn, name, title, description, hints in tools:
         server.add_tool(fn, name=name, title=title, description=description, annotations=hints)
+
+
+def with_kind_arguments(tool: Callable[..., Any]) -> inspect.Signature:
+    """``tool``'s signature with an optional list argument per registered kind filter
+    (``senders``, ``series``…) in place of its ``**kind_values``, described as the kind
+    describes it: the schema the MCP SDK builds from it lists them."""
+    signature = inspect.signature(tool, eval_str=True)
+    parameters = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    parameters += [
+        inspect.Parameter(
+            f.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=Annotated[list[str] | None, Field(description=f.description)],
+        )
+        for f in kind_filters()
+    ]
+    return signature.replace(parameters=parameters)

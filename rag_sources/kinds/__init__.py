@@ -16,13 +16,16 @@ docs/adding-a-kind.md walks through writing one.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
 
 from rag_sources.config import FileSourceConfig, kind_name
 from rag_sources.errors import ConfigError
+from rag_sources.filters import CORE_FILTER_NAMES, FacetFilter
+from rag_sources.relations import RESERVED_NAMES, Relation
 
 if TYPE_CHECKING:
     from rag_sources.kinds.base import SourceKind
@@ -39,6 +42,8 @@ class KindInfo:
     config: type[FileSourceConfig]  # its [[sources]] model, with `kind: Literal["<name>"]`
     implementation: str  # "module:Class" of its SourceKind
     package: str = "ragline"  # the distribution that provides it, for messages
+    relations: tuple[Relation, ...] = ()  # the lists it adds to MCP `neighbors`
+    filters: tuple[FacetFilter, ...] = ()  # the search filters it adds (`--from`…)
 
     @property
     def name(self) -> str:
@@ -77,9 +82,25 @@ def _registry() -> tuple[dict[str, KindInfo], tuple[str, ...]]:
                 f"the package {package!r} declares the source kind {info.name!r}, which "
                 f"{kinds[info.name].package!r} already has; uninstall one of them"
             )
+        elif clash := _relation_clash(info, kinds.values()) or _filter_clash(info, kinds.values()):
+            problems.append(f"the package {package!r} {clash}; uninstall it or rename it")
         else:
-            kinds[info.name] = KindInfo(info.config, info.implementation, package)
+            kinds[info.name] = replace(info, package=package)
     return kinds, tuple(problems)
+
+
+def _relation_clash(info: KindInfo, known: Iterable[KindInfo]) -> str | None:
+    """Why ``info``'s relations cannot join ``known``'s, or None."""
+    taken = {r.name: other.name for other in known for r in other.relations}
+    for relation in info.relations:
+        if relation.name in RESERVED_NAMES:
+            return f"names a `neighbors` list {relation.name!r}, which is one of the tool's own"
+        if relation.name in taken:
+            return (
+                f"names a `neighbors` list {relation.name!r}, which the kind "
+                f"{taken[relation.name]!r} already has"
+            )
+    return None
 
 
 def registered_kinds() -> dict[str, KindInfo]:
@@ -95,6 +116,30 @@ def check_registered_kinds() -> None:
     problems = _registry()[1]
     if problems:
         raise ConfigError(problems[0])
+
+
+def _filter_clash(info: KindInfo, known: Iterable[KindInfo]) -> str | None:
+    """Why ``info``'s search filters cannot join ``known``'s, or None."""
+    taken = {
+        name: other.name for other in known for f in other.filters for name in (f.name, f.option)
+    }
+    for facet_filter in info.filters:
+        for name in (facet_filter.name, facet_filter.option):
+            if name in CORE_FILTER_NAMES:
+                return f"adds a search filter {name!r}, which is one of search's own"
+            if name in taken:
+                return f"adds a search filter {name!r}, which the kind {taken[name]!r} already has"
+    return None
+
+
+def kind_filters() -> list[FacetFilter]:
+    """Every registered kind's search filters."""
+    return [f for info in registered_kinds().values() for f in info.filters]
+
+
+def kind_relations() -> list[Relation]:
+    """Every registered kind's ``neighbors`` relations."""
+    return [relation for info in registered_kinds().values() for relation in info.relations]
 
 
 def kind_info(name: str) -> KindInfo:

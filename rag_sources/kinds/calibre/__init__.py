@@ -4,5 +4,8 @@ listing one item per book (``library``), and the ``SourceKind`` (``kind``).
 
 from rag_sources.kinds import KindInfo
 from rag_sources.kinds.calibre.config import CalibreSourceConfig
+from rag_sources.kinds.calibre.filters import SERIES
 
-KIND = KindInfo(CalibreSourceConfig, "rag_sources.kinds.calibre.kind:CalibreKind")
+KIND = KindInfo(
+    CalibreSourceConfig, "rag_sources.kinds.calibre.kind:CalibreKind", filters=(SERIES,)
+)

@@ -6,5 +6,6 @@ archive without fetching anything."""
 
 from rag_sources.kinds import KindInfo
 from rag_sources.kinds.feeds.config import FeedsSourceConfig
+from rag_sources.kinds.feeds.filters import FEEDS
 
-KIND = KindInfo(FeedsSourceConfig, "rag_sources.kinds.feeds.kind:FeedsKind")
+KIND = KindInfo(FeedsSourceConfig, "rag_sources.kinds.feeds.kind:FeedsKind", filters=(FEEDS,))

@@ -1,12 +1,10 @@
 """Git repositories: reading them with pygit2 (``repository``), the rules for files
 that are not indexed (``rules``), listing the files of one ref and the commits of
-the history window (``listing``), and the ``SourceKind`` (``kind``)."""
+the history window (``listing``), the commits of a file in ``neighbors``
+(``relations``), and the ``SourceKind`` (``kind``)."""
 
 from rag_sources.kinds import KindInfo
 from rag_sources.kinds.git.config import GitSourceConfig
+from rag_sources.kinds.git.relations import COMMITS
 
-# The key of a git source's commit item: ".git" can be no path of a tree, so it never
-# names a file. (Here, light to import: search and MCP read it.)
-COMMIT_KEY_PREFIX = ".git/commits/"
-
-KIND = KindInfo(GitSourceConfig, "rag_sources.kinds.git.kind:GitKind")
+KIND = KindInfo(GitSourceConfig, "rag_sources.kinds.git.kind:GitKind", relations=(COMMITS,))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from wcmatch import glob
 
 from rag_sources.errors import SourceUnavailableError
-from rag_sources.kinds.git import COMMIT_KEY_PREFIX
+from rag_sources.kinds.git.keys import COMMIT_KEY_PREFIX
 from rag_sources.kinds.git.repository import GitRepository, RepositoryError, open_repository
 from rag_sources.kinds.git.rules import entry_type_skip_reason, path_skip_reason
 

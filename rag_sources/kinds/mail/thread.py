@@ -1,4 +1,4 @@
-"""A mail message's thread, for ``neighbors``: every message of its source joined to
+"""A mail message's thread, the mail kind's relation in ``neighbors``: every message of its source joined to
 it through Message-ID, In-Reply-To and References, followed transitively.
 
 Each message stores as facets its thread id (the first of References, else
@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rag_serving.index.store import IndexStore
-from rag_serving.mcp.models import MessageOut
+from pydantic import BaseModel, Field
+
+from rag_sources.relations import Incoming, ReadDocuments, Relation, facet_value
 from rag_sources.where import sql_string
 
 MAX_THREAD_MESSAGES = 200  # a thread longer than this lists its oldest messages
@@ -24,10 +25,24 @@ MAX_IDS = 400  # ids looked up at once (a runaway References chain stops here)
 _COLUMNS = ["doc_id", "path", "title", "modified", "frontmatter_json", "facets"]
 
 
-def thread_messages(store: IndexStore, doc: dict[str, Any]) -> list[MessageOut]:
+class MessageOut(BaseModel):
+    """A message of a mail thread."""
+
+    doc_id: str = Field(description="Open the message with it.")
+    path: str
+    subject: str
+    sender: str | None
+    date: str | None
+    message_id: str | None
+    in_reply_to: str | None = Field(description="The message-id it answers, if any.")
+
+
+def thread_messages(
+    read: ReadDocuments, doc: dict[str, Any], incoming: list[Incoming] | None = None
+) -> list[BaseModel]:
     """Every message of ``doc``'s thread (``doc`` is a message or an attachment),
     oldest first; empty for anything else."""
-    thread = _facet(doc.get("facets"), "thread")
+    thread = facet_value(doc.get("facets"), "thread")
     if thread is None:
         return []
     found: dict[str, dict[str, Any]] = {}
@@ -38,7 +53,7 @@ def thread_messages(store: IndexStore, doc: dict[str, Any]) -> list[MessageOut]:
         if not new:
             break
         asked.update(new)
-        for row in _messages_naming(store, doc["source"], new):
+        for row in _messages_naming(read, doc["source"], new):
             if row["doc_id"] not in found:
                 found[row["doc_id"]] = row
                 ids |= _ids_of(row)
@@ -48,7 +63,7 @@ def thread_messages(store: IndexStore, doc: dict[str, Any]) -> list[MessageOut]:
     return [_message_out(row) for row in rows[:MAX_THREAD_MESSAGES]]
 
 
-def _messages_naming(store: IndexStore, source: str, ids: list[str]) -> list[dict[str, Any]]:
+def _messages_naming(read: ReadDocuments, source: str, ids: list[str]) -> list[dict[str, Any]]:
     """Messages whose own id or thread id is one of ``ids``, or that answer or cite
     one of them."""
     either = " OR ".join(
@@ -57,13 +72,13 @@ def _messages_naming(store: IndexStore, source: str, ids: list[str]) -> list[dic
         for name in ("thread", "message_id", "refers")
     )
     where = f"source = {sql_string(source)} AND file_type = 'email' AND ({either})"
-    return store.read("documents", where=where, columns=_COLUMNS).to_pylist()
+    return read(where, _COLUMNS)
 
 
 def _ids_of(row: dict[str, Any]) -> set[str]:
     """The ids a message (or an attachment) names: its own, its thread's, the one it
     answers and its References."""
-    ids = {v for v in (_facet(row.get("facets"), n) for n in ("thread", "message_id")) if v}
+    ids = {v for v in (facet_value(row.get("facets"), n) for n in ("thread", "message_id")) if v}
     meta = json.loads(row.get("frontmatter_json") or "{}")
     for value in [meta.get("message_id"), meta.get("in_reply_to"), *(meta.get("references") or [])]:
         if isinstance(value, str) and value.strip("<>"):
@@ -85,6 +100,10 @@ def _message_out(row: dict[str, Any]) -> MessageOut:
     )
 
 
-def _facet(facets: list[str] | None, name: str) -> str | None:
-    prefix = name + ":"
-    return next((f[len(prefix) :] for f in facets or () if f.startswith(prefix)), None)
+THREAD = Relation(
+    name="thread",
+    item=MessageOut,
+    description="For a mail message (or an attachment): every message of its thread, "
+    "oldest first, this one included.",
+    find=thread_messages,
+)
