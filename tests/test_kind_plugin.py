@@ -3,7 +3,9 @@ installed with pip into a folder of its own, adds the kind ``jsonl`` through the
 ``ragline.kinds`` entry-point group. With nothing in ragline changed, `ragline
 sources add --kind jsonl`, `index`, `search` and `status` and the MCP `open` tool
 work on a JSON-lines export of real notes (the Obsidian Hub), and a broken line is
-recorded as a problem, not a failure."""
+recorded as a problem, not a failure. The kind's own search filter (`--channel`, the
+MCP argument `channels`) and `neighbors` list (`same_channel`) appear in the CLI and
+the MCP tools' schemas, and work."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from tests.conftest import write_config
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = REPO / "tests" / "plugins" / "ragline-jsonl"
 HUB = REPO.parent / "shared" / "data" / "corpora" / "obsidian-hub"
+CHANNELS = ("Guides", "Workflows")
 pytestmark = pytest.mark.timeout(600)
 
 
@@ -47,8 +50,9 @@ def _export(path: Path, notes: list[Path]) -> list[dict[str, object]]:
             "title": note.stem,
             "text": note.read_text(encoding="utf-8"),
             "tags": ["hub"],
+            "channel": CHANNELS[number % 2],
         }
-        for note in notes
+        for number, note in enumerate(notes)
     ]
     lines = [json.dumps(r) for r in records]
     lines.insert(3, '{"title": "no id and no text"}')
@@ -56,15 +60,15 @@ def _export(path: Path, notes: list[Path]) -> list[dict[str, object]]:
     return records
 
 
-def _ragline(site: Path, config: Path, *args: str) -> str:
+def _ragline(site: Path, config: Path, *args: str, code: int = 0) -> str:
     env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "RAGLINE_CONFIG")}
     env["PYTHONPATH"] = os.pathsep.join([str(site), str(REPO)])
     done = subprocess.run(
         [sys.executable, "-m", "ragline.cli", "--config", str(config), *args],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=400,
     )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    assert done.returncode == code, done.stdout + done.stderr
+    return done.stdout + (done.stderr if code else "")
 
 
 def test_a_kind_from_an_installed_package(site: Path, tmp_path: Path) -> None:
@@ -87,6 +91,17 @@ def test_a_kind_from_an_installed_package(site: Path, tmp_path: Path) -> None:
     found = json.loads(_ragline(site, config, "search", phrase, "--json", "--k", "3"))
     assert found["hits"][0]["source"] == "export"
     assert found["hits"][0]["path"] == target["id"]
+
+    # The kind's filter: an option of `ragline search`, matching by the record's channel.
+    assert "--channel" in _ragline(site, config, "search", "--help")
+    own, other = target["channel"], next(c for c in CHANNELS if c != target["channel"])
+    kept = json.loads(_ragline(site, config, "search", phrase, "--json", "--channel", own))
+    assert kept["hits"][0]["path"] == target["id"]
+    assert {h["path"] for h in kept["hits"]} <= {r["id"] for r in records if r["channel"] == own}
+    left = json.loads(_ragline(site, config, "search", phrase, "--json", "--channel", other))
+    assert target["id"] not in {h["path"] for h in left["hits"]}
+    unknown = _ragline(site, config, "search", phrase, "--channel", "guide", code=2)
+    assert "no indexed record is in channel 'guide'; did you mean 'guides'?" in unknown, unknown
 
     status = json.loads(_ragline(site, config, "status", "--json"))
     [source] = [s for s in status["sources"] if s["name"] == "export"]
@@ -111,16 +126,29 @@ def test_a_kind_from_an_installed_package(site: Path, tmp_path: Path) -> None:
             "from rag_serving.mcp.auth import Access\n"
             "from rag_serving.mcp.service import RaglineService\n"
             "service = RaglineService(parse_config_file(Path(sys.argv[1])))\n"
-            "out = service.open(Access('test', local=True), source='export', path=sys.argv[2])\n"
-            "print(json.dumps(out.model_dump(mode='json')))\n"
+            "from rag_serving.mcp.server import build_server\n"
+            "access = Access('test', local=True)\n"
+            "out = service.open(access, source='export', path=sys.argv[2])\n"
+            "near = service.neighbors(access, source='export', path=sys.argv[2])\n"
+            "import anyio\n"
+            "tools = anyio.run(build_server(service.config, service=service).list_tools)\n"
+            "[search] = [t for t in tools if t.name == 'search']\n"
+            "print(json.dumps([out.model_dump(mode='json'), near.model_dump(mode='json'),\n"
+            "                  search.input_schema['properties'].get('channels')]))\n"
         ), str(config), str(target["id"])],
         cwd=REPO, env={**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])},
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert opened.returncode == 0, opened.stderr
-    document = json.loads(opened.stdout)
+    document, near, argument = json.loads(opened.stdout)
     assert document["title"] == target["id"]
     assert phrase.split()[0] in document["text"]
+    # The kind's `neighbors` list, and its filter as an argument of the `search` tool.
+    assert [r["id"] for r in near["same_channel"]] == sorted(
+        str(r["id"]) for r in records if r["channel"] == own and r["id"] != target["id"]
+    )
+    assert near["thread"] == [] and near["commits"] == []  # the built-in kinds' lists
+    assert argument["description"] == "Only records of these channels.", argument
 
 
 def test_a_package_that_takes_a_built_in_name_is_one_line(site: Path, tmp_path: Path) -> None:

@@ -46,11 +46,16 @@ class JsonlKind(SourceKind):
             body=data["text"],
             title=str(data.get("title") or key),
             tags=tuple(str(t) for t in tags if isinstance(t, str)),
-            metadata={"export": self.config.path.name},
+            metadata={"export": self.config.path.name, "channel": data.get("channel")},
         )
 
     def file_type(self, key: str) -> str | None:
         return "jsonl"
+
+    def facets(self, key: str, metadata: dict[str, Any]) -> list[str]:
+        channel = str(metadata.get("channel") or "")
+        channel_facets = [f"channel:{' '.join(channel.split()).lower()}"] if channel else []
+        return super().facets(key, metadata) + channel_facets
 
     def parser_version(self, key: str) -> str:
         return "jsonl/1"
