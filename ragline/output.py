@@ -15,6 +15,7 @@ from rich.table import Table
 from rag_serving.search.engine import UNCHECKED, SearchHit, SearchResult
 from rag_serving.status import IndexStatus, SourceStatus, short_message
 from rag_serving.text import printable
+from rag_sources.kinds import registered_kinds
 
 if TYPE_CHECKING:
     from ragline.indexing import ProblemCounts, SourceRunOutcome
@@ -46,7 +47,7 @@ def render_search(result: SearchResult, explain: bool) -> None:
             _escape_keep_bold(printable(" ".join(hit.snippet.split()))),
         )
         part = hit.location.rpartition("#")[2]
-        if hit.file_type == "commit" and part.startswith("diff="):
+        if part.startswith("diff="):  # a commit's diff of one file
             console.print(f"    [dim]in the diff of[/] {safe_text(part[len('diff=') :])}")
         elif "=" in part:  # a page, slide, sheet or chapter
             console.print(f"    [dim]at[/] {safe_text(hit.location)}")
@@ -69,22 +70,14 @@ def render_search(result: SearchResult, explain: bool) -> None:
 
 
 def _hit_line(hit: SearchHit) -> str:
-    """What a hit is and where: a note's title › heading and source:path:lines; a code
-    chunk's source:path:lines and symbol; a commit's short id, date, author, subject;
-    a message's subject, sender, date and folder; a feed entry's title, author, date
-    and feed; a book's title and author."""
-    if hit.file_type == "commit":
-        sha = hit.path.rsplit("/", 1)[-1][:10]
-        date = hit.modified.date().isoformat() if hit.modified else "?"
-        return (
-            f"[bold]{safe_text(hit.title)}[/]  [dim]{safe_text(hit.source)}@{sha} · {date} · "
-            f"{safe_text(hit.author or '?')}[/]"
-        )
-    if hit.file_type in ("email", "entry"):  # a message or a feed entry: who, when, where
-        date = hit.modified.date().isoformat() if hit.modified else "?"
-        origin = hit.folder if hit.file_type == "email" else hit.feed
-        byline = " · ".join(v for v in (hit.author, date, origin) if v)
-        return f"[bold]{safe_text(hit.title)}[/]  [dim]{safe_text(hit.source)} · {safe_text(byline)}[/]"
+    """What a hit is and where: the line its kind gives (a commit's short id, date and
+    author; a message's sender, date and folder…), else a note's title › heading and
+    source:path:lines; a code chunk's source:path:lines and symbol; a book's title and
+    author."""
+    info = registered_kinds().get(hit.kind)
+    byline = info.byline(hit) if info is not None and info.byline is not None else None
+    if byline is not None:
+        return f"[bold]{safe_text(hit.title)}[/]  [dim]{safe_text(byline)}[/]"
     where = f"{hit.source}:{hit.path}:{hit.line_start}-{hit.line_end}"
     if hit.symbol:
         return f"[bold]{safe_text(where)}[/]  {safe_text(hit.anchor)}"

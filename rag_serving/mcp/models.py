@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, create_model
 
-from rag_sources.kinds import kind_relations
+from rag_sources.kinds import kind_hit_details, kind_relations
 
 
 class DocRef(BaseModel):
@@ -18,8 +18,9 @@ class DocRef(BaseModel):
     title: str
 
 
-class Hit(BaseModel):
-    """One chunk found by ``search``, with everything needed to cite it."""
+class HitBase(BaseModel):
+    """One chunk found by ``search``, with everything needed to cite it (each kind's
+    hit details are fields too: a message's ``folder``…)."""
 
     rank: int
     score: float
@@ -65,8 +66,16 @@ class Hit(BaseModel):
         default=None,
         description="Commit, book or feed entry: its author; message: its sender.",
     )
-    folder: str | None = Field(default=None, description="Message: its mail folder.")
-    feed: str | None = Field(default=None, description="Feed entry: its feed's title.")
+
+
+Hit = create_model(
+    "Hit",
+    __base__=HitBase,
+    **{
+        detail.name: (str | None, Field(default=None, description=detail.description))
+        for detail in kind_hit_details()
+    },
+)
 
 
 class SearchOutput(BaseModel):

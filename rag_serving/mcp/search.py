@@ -182,6 +182,5 @@ def hit_out(hit: SearchHit) -> Hit:
         symbol=hit.symbol,
         language=hit.language,
         author=hit.author,
-        folder=hit.folder,
-        feed=hit.feed,
+        **hit.details,
     )

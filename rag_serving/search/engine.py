@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import cache
 from typing import Any, Literal
 
 import numpy as np
@@ -53,6 +54,7 @@ from rag_serving.search.vectors import InMemoryVectors
 from rag_serving.search.weights import list_weights
 from rag_serving.status import scanned_after
 from rag_sources.errors import EmbedderMismatchError, FilterError, IndexNotBuiltError
+from rag_sources.kinds import kind_hit_details
 from rag_sources.suggest import did_you_mean
 from rag_sources.where import sql_in, sql_string
 
@@ -71,6 +73,11 @@ UNCHECKED = "unchecked"
 def is_stale(reason: str | None) -> bool:
     """Whether a hit's staleness reason means what is served is out of date."""
     return reason is not None and reason != UNCHECKED
+
+
+@cache
+def _detail_names() -> frozenset[str]:
+    return frozenset(detail.name for detail in kind_hit_details())
 
 
 @dataclass(frozen=True)
@@ -100,8 +107,14 @@ class SearchHit:
     symbol: str | None = None  # a code chunk's function or class ("Client.retry")
     language: str | None = None  # a code chunk's language
     author: str | None = None  # a commit's or book's author, a feed entry's, a message's sender
-    folder: str | None = None  # a message's mail folder
-    feed: str | None = None  # a feed entry's feed
+    # What the hit's kind adds (rag_sources/hits.py): a message's `folder`, an entry's
+    # `feed`; each is also read as an attribute (`hit.folder`).
+    details: dict[str, str] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _detail_names():
+            return self.__dict__.get("details", {}).get(name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def as_json(self, with_explain: bool = False) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -123,9 +136,10 @@ class SearchHit:
             "stale": is_stale(self.stale),
             "stale_reason": self.stale,
         }
-        for name in ("symbol", "language", "author", "folder", "feed"):
+        for name in ("symbol", "language", "author"):
             if getattr(self, name):
                 data[name] = getattr(self, name)
+        data.update({name: value for name, value in self.details.items() if value})
         if with_explain:
             data["explain"] = self.explain
         return data
@@ -618,8 +632,9 @@ class SearchEngine:
                     symbol=matched_symbol(row.get("facets"), symbols) or facets.get("symbol"),
                     language=facets.get("language"),
                     author=facets.get("author_name"),
-                    folder=facets.get("folder"),
-                    feed=facets.get("feed_name"),
+                    details={
+                        d.name: facets[d.facet] for d in kind_hit_details() if facets.get(d.facet)
+                    },
                 )
             )
         return hits

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from rag_sources.config import FileSourceConfig, kind_name
 from rag_sources.errors import ConfigError
 from rag_sources.filters import CORE_FILTER_NAMES, FacetFilter
+from rag_sources.hits import CORE_HIT_FIELDS, Byline, HitDetail
 from rag_sources.relations import RESERVED_NAMES, Relation
 
 if TYPE_CHECKING:
@@ -44,6 +45,8 @@ class KindInfo:
     package: str = "ragline"  # the distribution that provides it, for messages
     relations: tuple[Relation, ...] = ()  # the lists it adds to MCP `neighbors`
     filters: tuple[FacetFilter, ...] = ()  # the search filters it adds (`--from`…)
+    hit_details: tuple[HitDetail, ...] = ()  # fields it adds to hits (`folder`…)
+    byline: Byline | None = None  # its hits' line in `ragline search` (who, when, where)
 
     @property
     def name(self) -> str:
@@ -82,7 +85,11 @@ def _registry() -> tuple[dict[str, KindInfo], tuple[str, ...]]:
                 f"the package {package!r} declares the source kind {info.name!r}, which "
                 f"{kinds[info.name].package!r} already has; uninstall one of them"
             )
-        elif clash := _relation_clash(info, kinds.values()) or _filter_clash(info, kinds.values()):
+        elif clash := (
+            _relation_clash(info, kinds.values())
+            or _filter_clash(info, kinds.values())
+            or _detail_clash(info, kinds.values())
+        ):
             problems.append(f"the package {package!r} {clash}; uninstall it or rename it")
         else:
             kinds[info.name] = replace(info, package=package)
@@ -132,9 +139,25 @@ def _filter_clash(info: KindInfo, known: Iterable[KindInfo]) -> str | None:
     return None
 
 
+def _detail_clash(info: KindInfo, known: Iterable[KindInfo]) -> str | None:
+    """Why ``info``'s hit details cannot join ``known``'s, or None."""
+    taken = {d.name: other.name for other in known for d in other.hit_details}
+    for detail in info.hit_details:
+        if detail.name in CORE_HIT_FIELDS:
+            return f"adds a hit field {detail.name!r}, which is one of search's own"
+        if detail.name in taken:
+            return f"adds a hit field {detail.name!r}, which the kind {taken[detail.name]!r} has"
+    return None
+
+
 def kind_filters() -> list[FacetFilter]:
     """Every registered kind's search filters."""
     return [f for info in registered_kinds().values() for f in info.filters]
+
+
+def kind_hit_details() -> list[HitDetail]:
+    """Every registered kind's hit details."""
+    return [d for info in registered_kinds().values() for d in info.hit_details]
 
 
 def kind_relations() -> list[Relation]:

@@ -5,7 +5,14 @@ subscriptions (``opml``), the per-source archive of every entry ever seen
 archive without fetching anything."""
 
 from rag_sources.kinds import KindInfo
+from rag_sources.kinds.feeds import hits
 from rag_sources.kinds.feeds.config import FeedsSourceConfig
 from rag_sources.kinds.feeds.filters import FEEDS
 
-KIND = KindInfo(FeedsSourceConfig, "rag_sources.kinds.feeds.kind:FeedsKind", filters=(FEEDS,))
+KIND = KindInfo(
+    FeedsSourceConfig,
+    "rag_sources.kinds.feeds.kind:FeedsKind",
+    filters=(FEEDS,),
+    hit_details=(hits.FEED,),
+    byline=hits.byline,
+)

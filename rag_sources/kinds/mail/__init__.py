@@ -5,6 +5,7 @@ message's thread in ``neighbors`` (``thread``), and the ``SourceKind`` (``kind``
 ``ragline status`` lists mail through ``listing``."""
 
 from rag_sources.kinds import KindInfo
+from rag_sources.kinds.mail import hits
 from rag_sources.kinds.mail.config import MailSourceConfig
 from rag_sources.kinds.mail.filters import FOLDERS, RECIPIENTS, SENDERS
 from rag_sources.kinds.mail.thread import THREAD
@@ -14,4 +15,6 @@ KIND = KindInfo(
     "rag_sources.kinds.mail.kind:MailKind",
     relations=(THREAD,),
     filters=(SENDERS, RECIPIENTS, FOLDERS),
+    hit_details=(hits.FOLDER,),
+    byline=hits.byline,
 )
