@@ -1,8 +1,8 @@
 """Stages, status, search, MCP, config and the CLI never name a source kind: only a
 kind's own folder (``rag_sources/kinds/<kind>/``) and the registry do. A branch on
 a kind name (``kind == "mail"``), a test of a kind's config class
-(``isinstance(source, GitSourceConfig)``) or a list of kinds anywhere else is a
-kind living in two places (issue 28)."""
+(``isinstance(source, GitSourceConfig)``), a list of kinds or an import of one kind's
+modules anywhere else is a kind living in two places (issue 28)."""
 
 from __future__ import annotations
 
@@ -71,6 +71,43 @@ def test_no_kind_is_named_outside_its_folder() -> None:
         for line, what in kind_names_in(path.read_text(encoding="utf-8"), kinds, config_classes)
     ]
     assert not offenders, "\n".join(offenders)
+
+
+def kind_imports_in(source: str, kinds: set[str]) -> list[tuple[int, str]]:
+    """(line, module) for each import of one kind's folder (``rag_sources.kinds.mail…``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        modules = (
+            [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else []
+        )
+        for module in modules:
+            parts = module.split(".")
+            if parts[:2] == ["rag_sources", "kinds"] and len(parts) > 2 and parts[2] in kinds:
+                found.append((node.lineno, module))
+    return found
+
+
+def test_no_module_outside_the_kinds_imports_one_kind() -> None:
+    """Everything else reaches a kind through the registry, never by its module."""
+    kinds, _ = _registry()
+    offenders = [
+        f"{path.relative_to(REPO)}:{line}: imports {module}"
+        for package in PACKAGES
+        for path in sorted((REPO / package).rglob("*.py"))
+        if not path.is_relative_to(KINDS_FOLDER)
+        for line, module in kind_imports_in(path.read_text(encoding="utf-8"), kinds)
+    ]
+    assert not offenders, "\n".join(offenders)
+    assert kind_imports_in(
+        "from rag_sources.kinds.git.keys import COMMIT_KEY_PREFIX\n"
+        "import rag_sources.kinds.mail.thread\n"
+        "from rag_sources.kinds import registered_kinds\n",
+        kinds,
+    ) == [(1, "rag_sources.kinds.git.keys"), (2, "rag_sources.kinds.mail.thread")]
 
 
 def test_the_rule_sees_each_way_of_naming_a_kind() -> None:
