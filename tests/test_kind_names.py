@@ -7,6 +7,7 @@ modules anywhere else is a kind living in two places (issue 28)."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 from rag_sources.kinds import registered_kinds
@@ -61,14 +62,20 @@ def _registry() -> tuple[set[str], set[str]]:
     return set(kinds), {info.config.__name__ for info in kinds.values()}
 
 
+def _outside_the_kinds() -> Iterator[tuple[Path, str]]:
+    """(path from the repository, source) of every module outside the kinds' folders."""
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            if not path.is_relative_to(KINDS_FOLDER):
+                yield path.relative_to(REPO), path.read_text(encoding="utf-8")
+
+
 def test_no_kind_is_named_outside_its_folder() -> None:
     kinds, config_classes = _registry()
     offenders = [
-        f"{path.relative_to(REPO)}:{line}: {what}"
-        for package in PACKAGES
-        for path in sorted((REPO / package).rglob("*.py"))
-        if not path.is_relative_to(KINDS_FOLDER)
-        for line, what in kind_names_in(path.read_text(encoding="utf-8"), kinds, config_classes)
+        f"{path}:{line}: {what}"
+        for path, source in _outside_the_kinds()
+        for line, what in kind_names_in(source, kinds, config_classes)
     ]
     assert not offenders, "\n".join(offenders)
 
@@ -95,11 +102,9 @@ def test_no_module_outside_the_kinds_imports_one_kind() -> None:
     """Everything else reaches a kind through the registry, never by its module."""
     kinds, _ = _registry()
     offenders = [
-        f"{path.relative_to(REPO)}:{line}: imports {module}"
-        for package in PACKAGES
-        for path in sorted((REPO / package).rglob("*.py"))
-        if not path.is_relative_to(KINDS_FOLDER)
-        for line, module in kind_imports_in(path.read_text(encoding="utf-8"), kinds)
+        f"{path}:{line}: imports {module}"
+        for path, source in _outside_the_kinds()
+        for line, module in kind_imports_in(source, kinds)
     ]
     assert not offenders, "\n".join(offenders)
     assert kind_imports_in(

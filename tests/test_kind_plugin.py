@@ -177,3 +177,32 @@ def test_a_package_that_takes_a_built_in_name_is_one_line(site: Path, tmp_path: 
         "error: the package 'clash-kind' declares the source kind 'mail', which 'ragline' "
         "already has; uninstall one of them"
     ), lines
+
+
+def test_a_kind_may_not_take_a_name_of_ragline_or_of_another_kind() -> None:
+    """A filter, hit field or `neighbors` list named like one of search's own or of a
+    built-in kind would replace it in every schema: the registry refuses the kind."""
+    from dataclasses import replace
+
+    from rag_sources.hits import HitDetail
+    from rag_sources.kinds import _name_clash, registered_kinds
+    from rag_sources.kinds.mail.filters import SENDERS
+    from rag_sources.kinds.mail.thread import THREAD
+
+    kinds = registered_kinds()
+    mine = replace(kinds["markdown"], relations=(), filters=(), hit_details=())
+    other = [info for name, info in kinds.items() if name != "markdown"]
+    assert _name_clash(mine, other) is None
+    cases = [
+        (replace(mine, filters=(replace(SENDERS, name="people"),)),
+         "adds a search filter '--from', which the kind 'mail' already has"),
+        (replace(mine, filters=(replace(SENDERS, name="tags", option="--who"),)),
+         "adds a search filter 'tags', which is one of ragline's own"),
+        (replace(mine, relations=(replace(THREAD, name="backlinks"),)),
+         "adds a `neighbors` list 'backlinks', which is one of ragline's own"),
+        (replace(mine, hit_details=(HitDetail("folder", "box", "A box."),)),
+         "adds a hit field 'folder', which the kind 'mail' already has"),
+        (replace(mine, hit_details=(HitDetail("title", "t", "Its title."),)),
+         "adds a hit field 'title', which is one of ragline's own"),
+    ]  # fmt: skip
+    assert [_name_clash(info, other) for info, _ in cases] == [why for _, why in cases]

@@ -16,7 +16,7 @@ docs/adding-a-kind.md walks through writing one.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from functools import cache
 from importlib.metadata import entry_points
@@ -85,28 +85,34 @@ def _registry() -> tuple[dict[str, KindInfo], tuple[str, ...]]:
                 f"the package {package!r} declares the source kind {info.name!r}, which "
                 f"{kinds[info.name].package!r} already has; uninstall one of them"
             )
-        elif clash := (
-            _relation_clash(info, kinds.values())
-            or _filter_clash(info, kinds.values())
-            or _detail_clash(info, kinds.values())
-        ):
+        elif clash := _name_clash(info, kinds.values()):
             problems.append(f"the package {package!r} {clash}; uninstall it or rename it")
         else:
             kinds[info.name] = replace(info, package=package)
     return kinds, tuple(problems)
 
 
-def _relation_clash(info: KindInfo, known: Iterable[KindInfo]) -> str | None:
-    """Why ``info``'s relations cannot join ``known``'s, or None."""
-    taken = {r.name: other.name for other in known for r in other.relations}
-    for relation in info.relations:
-        if relation.name in RESERVED_NAMES:
-            return f"names a `neighbors` list {relation.name!r}, which is one of the tool's own"
-        if relation.name in taken:
-            return (
-                f"names a `neighbors` list {relation.name!r}, which the kind "
-                f"{taken[relation.name]!r} already has"
-            )
+# What a kind adds under a name of its own: (what it is, its names, the names taken
+# by ragline itself).
+_NAMED: tuple[tuple[str, Callable[[KindInfo], Iterable[str]], frozenset[str]], ...] = (
+    ("a `neighbors` list", lambda i: (r.name for r in i.relations), RESERVED_NAMES),
+    ("a search filter", lambda i: (n for f in i.filters for n in (f.name, f.option)),
+     CORE_FILTER_NAMES),
+    ("a hit field", lambda i: (d.name for d in i.hit_details), CORE_HIT_FIELDS),
+)  # fmt: skip
+
+
+def _name_clash(info: KindInfo, known: Iterable[KindInfo]) -> str | None:
+    """Why a name ``info`` adds (a filter, a hit field, a `neighbors` list) cannot join
+    those of ragline and of the ``known`` kinds, or None."""
+    known = list(known)
+    for what, names_of, own in _NAMED:
+        taken = {name: other.name for other in known for name in names_of(other)}
+        for name in names_of(info):
+            if name in own:
+                return f"adds {what} {name!r}, which is one of ragline's own"
+            if name in taken:
+                return f"adds {what} {name!r}, which the kind {taken[name]!r} already has"
     return None
 
 
@@ -123,31 +129,6 @@ def check_registered_kinds() -> None:
     problems = _registry()[1]
     if problems:
         raise ConfigError(problems[0])
-
-
-def _filter_clash(info: KindInfo, known: Iterable[KindInfo]) -> str | None:
-    """Why ``info``'s search filters cannot join ``known``'s, or None."""
-    taken = {
-        name: other.name for other in known for f in other.filters for name in (f.name, f.option)
-    }
-    for facet_filter in info.filters:
-        for name in (facet_filter.name, facet_filter.option):
-            if name in CORE_FILTER_NAMES:
-                return f"adds a search filter {name!r}, which is one of search's own"
-            if name in taken:
-                return f"adds a search filter {name!r}, which the kind {taken[name]!r} already has"
-    return None
-
-
-def _detail_clash(info: KindInfo, known: Iterable[KindInfo]) -> str | None:
-    """Why ``info``'s hit details cannot join ``known``'s, or None."""
-    taken = {d.name: other.name for other in known for d in other.hit_details}
-    for detail in info.hit_details:
-        if detail.name in CORE_HIT_FIELDS:
-            return f"adds a hit field {detail.name!r}, which is one of search's own"
-        if detail.name in taken:
-            return f"adds a hit field {detail.name!r}, which the kind {taken[detail.name]!r} has"
-    return None
 
 
 def kind_filters() -> list[FacetFilter]:
