@@ -73,9 +73,12 @@ def _snippets(engine: Any, queries: list[str], k: int) -> Component:
         docs[query] = [searcher.doc(address) for _score, address in found.hits]
     fields = fulltext._query_fields(searcher)
 
+    from rag_serving.index import fulltext as module
+
     def snippets(query: str) -> None:
         parsed = fulltext._user_query(query, fields, snippets=True)
-        fulltext._highlights(searcher, parsed, docs[query], 220)
+        words = module._WORD.findall(module.fold_compatibility(query))
+        fulltext._highlights(searcher, parsed, docs[query], 220, words)
 
     return snippets
 
@@ -83,7 +86,10 @@ def _snippets(engine: Any, queries: list[str], k: int) -> Component:
 def bare_components(engine: Any, queries: list[str], k: int = 10) -> dict[str, Any]:
     """p50 ms of each bare component (isolated) and, per mode, the p50 of its
     components run in sequence; the sum of the isolated p50s per mode."""
-    from rag_serving.index.filters import SearchFilters
+    try:
+        from rag_serving.index.filters import SearchFilters
+    except ImportError:  # a revision before the filters moved (revision_compare.py)
+        from rag_serving.search.filters import SearchFilters  # type: ignore[no-redef]
 
     fused = max(engine.config.search.candidates, k)
     served = 2 * k
