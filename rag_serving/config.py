@@ -49,12 +49,14 @@ class SentenceTransformersConfig(Strict):
     provider: Literal["sentence-transformers"] = "sentence-transformers"
     model: str = "all-MiniLM-L6-v2"
     batch_size: int = Field(default=64, ge=1, le=4096)
-    # Queries are embedded with an ONNX Runtime export of the same weights (made at
-    # index time, cached in the data dir) so that a cold search never imports torch.
+    # Queries and documents are embedded by ONNX Runtime with a graph built from the
+    # model's weights without PyTorch (cached in the data dir by the weights' hash);
+    # "torch" embeds with sentence-transformers (the `torch` extra).
     query_backend: Literal["onnx", "torch"] = "onnx"
-    # Documents too: the same export, checked against PyTorch when it is made
-    # (measured faster at equal retrieval quality, docs/benchmarks.md).
     document_backend: Literal["onnx", "torch"] = "onnx"
+    # Where documents are embedded: "auto" picks ONNX Runtime's CUDA, then CoreML
+    # provider when installed (onnxruntime-gpu), else the CPU. Queries use the CPU.
+    device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
     # Whether the model was trained on many languages. The bundled MiniLM knows
     # English only: for a query mostly in another script, keyword search leads.
     multilingual: bool = False

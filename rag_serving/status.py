@@ -171,12 +171,16 @@ class IndexStatus:
     embedder: str | None
     building: str | None  # an embedder whose generation is being built
     sources: list[SourceStatus]
+    # Where the configured embedder embeds documents ("cpu (ONNX Runtime)"); None
+    # when it cannot be told (a broken model folder: indexing says why).
+    device: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
             "data_dir": self.data_dir,
             "embedder": self.embedder,
             "building_embedder": self.building,
+            "embedding_device": self.device,
             "sources": [s.as_json() for s in self.sources],
         }
 
@@ -237,7 +241,20 @@ def index_status(config: RaglineConfig, check_pending: bool = True) -> IndexStat
         manifest.active.fingerprint.describe() if manifest.active else None,
         manifest.building.fingerprint.describe() if manifest.building else None,
         sources,
+        embedding_device(config) if check_pending else None,
     )
+
+
+def embedding_device(config: RaglineConfig) -> str | None:
+    """Where the configured embedder embeds documents, or None when it cannot say
+    (a model folder that does not load: indexing reports why)."""
+    from rag_serving.embedders import create_embedder
+    from rag_sources.errors import RaglineError
+
+    try:
+        return create_embedder(config.embedder, config.data_dir).device
+    except RaglineError:
+        return None
 
 
 def _failure_since(row: dict[str, Any] | None, completed: datetime | None) -> FailedRun | None:

@@ -48,6 +48,11 @@ def run_index(
 
     mode = _mode(progress, as_json)
     started = time.perf_counter()
+    if mode in ("plain", "bar"):
+        from rag_serving.status import embedding_device
+
+        if device := embedding_device(config):
+            _stderr_line(f"embedding documents on {device}")
     if mode == "ndjson":
         with _events_out() as out:
             events = NdjsonEvents(out)

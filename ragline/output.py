@@ -181,6 +181,8 @@ def render_status(status: IndexStatus, width: int = STATUS_WIDTH) -> None:
     out = Console(width=min(console.width, width)) if console.is_terminal else console
     out.print(f"[bold]Index[/] {safe_text(status.data_dir)}")
     out.print(f"embedder: {safe_text(status.embedder or 'none yet')}")
+    if status.device:
+        out.print(f"documents embedded on: {safe_text(status.device)}")
     if status.building:
         out.print(
             f"[yellow]Building vectors for {safe_text(status.building)}; search uses the "

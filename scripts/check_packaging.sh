@@ -4,10 +4,9 @@
 # `init`, `index` and `search` on a 3-note vault.
 #   scripts/check_packaging.sh pipx [PYTHON]    pipx install <this repository>
 #   scripts/check_packaging.sh uv [PYTHON]      uv tool install <this repository>
-# PYTHON defaults to python3.11. PyTorch's CPU wheels come from
-# https://download.pytorch.org/whl/cpu when it answers (what the README tells users
-# to pass); else from what pip is configured with (this machine's local wheel). The
-# check fails on a CUDA build of torch (PyPI's, several GB) unless ALLOW_CUDA_TORCH=1.
+# PYTHON defaults to python3.11. No extra index: the default install has no PyTorch,
+# transformers or NVIDIA libraries, and the check fails if any of them lands in it;
+# it prints the environment's size and the install time (docs/benchmarks.md).
 # pipx and uv themselves are installed from PyPI into .venv-tools/ (ignored by git).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -24,23 +23,13 @@ fi
 
 work="$(mktemp -d /tmp/ragline-packaging.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
-cpu_index="https://download.pytorch.org/whl/cpu"
-if "$python" -c "import urllib.request; urllib.request.urlopen('$cpu_index/torch/', timeout=10)" 2>/dev/null; then
-  torch_index="$cpu_index"
-else
-  torch_index=""
-  echo "($cpu_index does not answer here: torch comes from pip's configuration or PyPI)"
-fi
-
 started=$SECONDS
 case "$tool" in
   pipx)
     # pip semantics for --pip-args (pipx >= 1.18 would use uv when it finds one).
     export PIPX_HOME="$work/pipx" PIPX_BIN_DIR="$work/bin" PIPX_MAN_DIR="$work/man"
     export PIPX_DEFAULT_BACKEND=pip
-    pip_args=()
-    [ -n "$torch_index" ] && pip_args=(--pip-args "--extra-index-url $torch_index")
-    "$tools/bin/pipx" install --python "$python" ${pip_args[@]+"${pip_args[@]}"} "$repo"
+    "$tools/bin/pipx" install --python "$python" "$repo"
     ;;
   uv)
     export UV_TOOL_DIR="$work/uv-tools" UV_TOOL_BIN_DIR="$work/bin" UV_NATIVE_TLS=1
@@ -49,7 +38,6 @@ case "$tool" in
     links="${PIP_FIND_LINKS:-$links}"
     args=(--python "$python")
     [ -n "$links" ] && args+=(--find-links "$links")
-    [ -n "$torch_index" ] && args+=(--torch-backend cpu)
     "$tools/bin/uv" tool install "${args[@]}" "$repo"
     ;;
   *)
@@ -65,15 +53,20 @@ cd "$work"  # nothing of the repository on sys.path or in the current folder
 "$ragline" --help | grep -q "ragline: a local-first personal knowledge index"
 "$work/bin/ragline" --version
 "$venv/bin/python" - "$repo" <<'EOF'
-import importlib.util, os, sys, torch
+import importlib.metadata, importlib.util, sys
 repo = sys.argv[1]
 for name in ("ragline", "rag_serving", "rag_assets", "rag_assets.definitions"):
     origin = importlib.util.find_spec(name).origin
     assert not origin.startswith(repo), f"{name} imported from the repository: {origin}"
-print(f"python {sys.version.split()[0]}, torch {torch.__version__}")
-# PyTorch's CUDA build is several GB of libraries a CPU-only tool does not use.
-assert torch.version.cuda is None or os.environ.get("ALLOW_CUDA_TORCH"), torch.__version__
+# The default install embeds with ONNX Runtime alone (issue 29): no PyTorch, no
+# transformers, none of the NVIDIA libraries a CUDA build of torch pulls.
+names = sorted(d.metadata["Name"].lower() for d in importlib.metadata.distributions())
+heavy = [n for n in names if n in ("torch", "transformers", "sentence-transformers")
+         or n.startswith(("nvidia-", "triton"))]
+assert not heavy, f"the default install holds {heavy}"
+print(f"python {sys.version.split()[0]}, {len(names)} packages, no torch/transformers/nvidia-*")
 EOF
+echo "environment: $(du -sm "$venv" | cut -f1) MB"
 
 mkdir -p vault
 printf '# Otters\n\nSea otters hold hands while they sleep so they do not drift apart.\n' > vault/otters.md

@@ -62,17 +62,20 @@ python="${PYTHON:-}"
 stamp="$venv/.ragline-installed$(echo "$extras" | tr -d '[]')-$(cat pyproject.toml | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   "$venv/bin/python" -m pip install --quiet --upgrade pip
-  # torch first and pinned, from PyTorch's CPU index when it answers (or a local
-  # wheel pip is configured with): an unpinned torch, or torch from PyPI alone,
-  # pulls a multi-GB CUDA build on Linux.
-  cpu_index=https://download.pytorch.org/whl/cpu
-  torch_index=()
-  if "$venv/bin/python" -c "import urllib.request; urllib.request.urlopen('$cpu_index/torch/', timeout=10)" 2>/dev/null; then
-    torch_index=(--extra-index-url "$cpu_index")
-  else
-    echo "($cpu_index does not answer: torch==2.13.0 from pip's configured indexes)" >&2
+  if [ -n "$extras" ]; then
+    # The test tools include PyTorch (the tests compare the torch-free embedder with
+    # sentence-transformers): its CPU build first and pinned, from PyTorch's CPU index
+    # when it answers (or a local wheel pip is configured with); torch from PyPI alone
+    # is a multi-GB CUDA build on Linux. A plain setup installs no PyTorch at all.
+    cpu_index=https://download.pytorch.org/whl/cpu
+    torch_index=()
+    if "$venv/bin/python" -c "import urllib.request; urllib.request.urlopen('$cpu_index/torch/', timeout=10)" 2>/dev/null; then
+      torch_index=(--extra-index-url "$cpu_index")
+    else
+      echo "($cpu_index does not answer: torch==2.13.0 from pip's configured indexes)" >&2
+    fi
+    "$venv/bin/python" -m pip install --quiet ${torch_index[@]+"${torch_index[@]}"} "torch==2.13.0"
   fi
-  "$venv/bin/python" -m pip install --quiet ${torch_index[@]+"${torch_index[@]}"} "torch==2.13.0"
   "$venv/bin/python" -m pip install --quiet -e ".${extras}"
   touch "$stamp"
 fi

@@ -161,7 +161,12 @@ def _added(parts: list[dict[str, Any]]) -> StageResult:
             setattr(result, name, getattr(result, name) + count)
         embedded += part["extra"].get("embedded", 0)
         reused += part["extra"].get("vectors_reused", 0)
+    devices = sorted(
+        {str(p["extra"]["embedding_device"]) for p in parts if "embedding_device" in p["extra"]}
+    )
     result.extra.update({"embedded": embedded, "vectors_reused": reused})
+    if devices:  # each part's worker says where it embedded
+        result.extra["embedding_device"] = ", ".join(devices)
     return result
 
 

@@ -240,7 +240,9 @@ def embed_source(
         store.delete(table, f"{scope} AND {sql_in('chunk_id', stale_set)}")
     embedder.prepare_query_path()
     result.row_count = store.count(table, survey.whole)
-    result.extra.update({"embedded": embedded, "vectors_reused": reused})
+    result.extra.update(
+        {"embedded": embedded, "vectors_reused": reused, "embedding_device": embedder.device}
+    )
     return_freed_memory()
     return result
 

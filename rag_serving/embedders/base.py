@@ -45,6 +45,11 @@ class Embedder(ABC):
         """The vector for one search query, shape (dimension,)."""
 
     @property
+    def device(self) -> str:
+        """Where documents are embedded, for status and index output."""
+        return "cpu"
+
+    @property
     def fingerprint(self) -> EmbedderFingerprint:
         return EmbedderFingerprint(self.provider, self.model, self.dimension)
 

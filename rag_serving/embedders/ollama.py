@@ -112,6 +112,10 @@ class OllamaEmbedder(Embedder):
         return self._dimension
 
     @property
+    def device(self) -> str:
+        return f"the Ollama server at {self.config.host}"
+
+    @property
     def fingerprint(self) -> EmbedderFingerprint:
         base = super().fingerprint
         return replace(

