@@ -33,6 +33,8 @@ VAULT = SHARED_DATA / "corpora" / "obsidian-hub"
 MEASURES: list[tuple[str, str, tuple[str, ...], bool]] = [
     ("indexing chunks/s (pipeline)", "index_throughput", ("chunks_per_s",), True),
     ("indexing wall s", "index_throughput", ("wall_s",), False),
+    ("bare embedder chunks/s (its document backend)", "index_throughput",
+     ("bare_chunks_per_s",), True),
     ("indexing peak RSS MiB", "index_throughput", ("peak_rss_mib",), False),
     ("warm hybrid p50 ms", "query_latency", ("warm_ms", "hybrid", "p50"), False),
     ("warm bm25 p50 ms", "query_latency", ("warm_ms", "bm25", "p50"), False),

