@@ -7,6 +7,7 @@ process whose ``PYTHONPATH`` is the worktree, so it imports that revision's pack
 noisy neighbour hurts both alike; the table gives each round and the median ratio.
 
     python benchmarks/revision_compare.py --old 9563322 --new HEAD [--notes 600] [--rounds 2]
+        [--name SECTION]
 """
 
 from __future__ import annotations
@@ -95,6 +96,9 @@ def main() -> None:
     parser.add_argument("--notes", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--cold-runs", type=int, default=3)
+    parser.add_argument(
+        "--name", default="revision_compare", help="the section of docs/benchmarks.md"
+    )
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="ragline-revisions-"))
@@ -137,9 +141,9 @@ def main() -> None:
     ])  # fmt: skip
     print(markdown)
     save(
-        "revision_compare", data, markdown,
+        args.name, data, markdown,
         f"python benchmarks/revision_compare.py --old {args.old} --new {args.new} "
-        f"--notes {args.notes} --rounds {args.rounds}",
+        f"--notes {args.notes} --rounds {args.rounds} --name {args.name}",
     )  # fmt: skip
 
 
