@@ -30,7 +30,7 @@ import pytest
 
 from rag_serving.config import parse_config_file
 from tests.conftest import write_config
-from tests.feed_server import unused_port
+from tests.feed_server import FeedServer, unused_port
 from tests.test_run_failures import journal_with_dead_embedder
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,9 +46,10 @@ def ragline(config_path: Path, *args: str, timeout: float = 400) -> subprocess.C
     )  # fmt: skip
 
 
-def write_sources(root: Path, sample_vault: Path) -> Path:
+def write_sources(root: Path, sample_vault: Path, slow_url: str | None = None) -> Path:
     """notes (some items broken), broken (every file broken), feeds (every feed
-    broken: local files and an OPML of feeds nothing serves) and empty."""
+    broken: local files and an OPML of feeds nothing serves, or ``slow_url``, which
+    answers 404 after a few seconds) and empty."""
     notes, broken, feeds, empty = (root / n for n in ("notes", "broken", "feeds", "empty"))
     shutil.copytree(sample_vault / "notes", notes, ignore=shutil.ignore_patterns("drafts"))
     broken.mkdir()
@@ -60,7 +61,7 @@ def write_sources(root: Path, sample_vault: Path) -> Path:
     (feeds / "subscriptions.opml").write_text(
         '<?xml version="1.0"?><opml version="2.0"><head><title>subs</title></head><body>'
         f'<outline text="a" type="rss" xmlUrl="http://127.0.0.1:{port}/a.xml"/>'
-        f'<outline text="b" type="rss" xmlUrl="http://127.0.0.1:{port}/b.xml"/>'
+        f'<outline text="b" type="rss" xmlUrl="{slow_url or f"http://127.0.0.1:{port}/b.xml"}"/>'
         "</body></opml>"
     )
     empty.mkdir()
@@ -84,13 +85,18 @@ def runs(tmp_path_factory: pytest.TempPathFactory, sample_vault: Path) -> dict[s
     """A first `ragline index` (plain progress); one more broken note; a re-run of
     everything with `--progress ndjson`; then `ragline index notes`: nothing changed."""
     root = tmp_path_factory.mktemp("reporting")
-    config_path = write_sources(root, sample_vault)
-    first = ragline(config_path, "index")
-    (root / "notes" / "later broken.md").write_bytes(b"# Later\n\nna\xefve\n")
-    again = ragline(config_path, "index", "--progress", "ndjson")
-    notes = ragline(config_path, "index", "notes")
-    notes_ndjson = ragline(config_path, "index", "notes", "--progress", "ndjson")
-    status = json.loads(ragline(config_path, "status", "--json").stdout)
+    with FeedServer() as server:
+        # A feed that answers (404) only after 2.5 s: the feeds' scan outlasts the
+        # first second, so plain progress has a stage to report however fast the
+        # machine embeds.
+        server.put("/slow.xml", b"gone", content_type="text/plain", delay_s=2.5, status=404)
+        config_path = write_sources(root, sample_vault, server.url("/slow.xml"))
+        first = ragline(config_path, "index")
+        (root / "notes" / "later broken.md").write_bytes(b"# Later\n\nna\xefve\n")
+        again = ragline(config_path, "index", "--progress", "ndjson")
+        notes = ragline(config_path, "index", "notes")
+        notes_ndjson = ragline(config_path, "index", "notes", "--progress", "ndjson")
+        status = json.loads(ragline(config_path, "status", "--json").stdout)
     return {"root": root, "config_path": config_path, "first": first, "again": again,
             "notes": notes, "notes_ndjson": notes_ndjson, "status": {s["name"]: s for s in status["sources"]}}  # fmt: skip
 
@@ -228,7 +234,7 @@ def test_the_materialization_shows_the_problems_standing_beside_the_runs_own(
 def test_progress_off_a_terminal_is_plain_lines_on_stderr(runs: dict[str, Any]) -> None:
     first = runs["first"]
     lines = first.stderr.splitlines()
-    # The first run loads the model and embeds: some stage runs over a second.
+    # The feeds' scan waits 2.5 s on a slow feed: that stage runs over a second.
     pattern = re.compile(
         r"^(notes|broken|feeds|empty): (scanning|parsing|chunking|embedding|full-text)"
         r"( \d+/\d+ \(\d+%\), \d+s|… \(\d+s\)| (\d+/\d+ )?done in \d+s)$"
