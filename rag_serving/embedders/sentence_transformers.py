@@ -268,6 +268,11 @@ class SentenceTransformersEmbedder(Embedder):
 
     def _onnx_path(self) -> Path | None:
         """Where the encoder of these weights is cached (None without a data dir)."""
+        return self._encoder_path
+
+    @cached_property
+    def _encoder_path(self) -> Path | None:
+        # Worked out once per embedder: it stats the model's files and reads the memo.
         if self.data_dir is None:
             return None
         from rag_serving.embedders.onnx_graph import GRAPH_VERSION, weights_key
