@@ -355,8 +355,8 @@ class SearchEngine:
                 config = embedder_config_for(self.generation.fingerprint, self.config.embedder)
                 self._embedder = create_embedder(config, self.config.data_dir)
                 if self.layout.remote:
-                    # A search host that never indexes would embed every query with
-                    # PyTorch: make its ONNX query encoder once, as indexing does.
+                    # A search host never indexes: build its ONNX encoder now, as
+                    # indexing does, rather than inside its first search.
                     self._embedder.prepare_query_path()
             return self._embedder
 
