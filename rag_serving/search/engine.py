@@ -604,6 +604,7 @@ class SearchEngine:
         with timer.stage("staleness"):
             staleness = self.staleness([rows[hit.id] for hit in kept])
         hits = []
+        details = kind_hit_details()  # once per search, not once per hit
         for rank, hit in enumerate(kept, start=1):
             row = rows[hit.id]
             facets = facet_values(row.get("facets"))
@@ -632,9 +633,7 @@ class SearchEngine:
                     symbol=matched_symbol(row.get("facets"), symbols) or facets.get("symbol"),
                     language=facets.get("language"),
                     author=facets.get("author_name"),
-                    details={
-                        d.name: facets[d.facet] for d in kind_hit_details() if facets.get(d.facet)
-                    },
+                    details={d.name: facets[d.facet] for d in details if facets.get(d.facet)},
                 )
             )
         return hits
