@@ -136,11 +136,15 @@ def _watched_class() -> type:
 
 def celery_app(dagster: DagsterConfig) -> Any:
     """The Celery app a worker serves: dagster-celery's tasks, on the broker and with
-    the settings the executor sends steps with."""
+    the settings the executor sends steps with; each step's claim is held until its
+    task's result is stored (``hold_claims_until_task_ends``)."""
     from dagster_celery.config import DEFAULT_CONFIG, dict_wrapper
     from dagster_celery.make_app import make_app
     from dagster_celery.tasks import create_execute_job_task, create_resume_job_task, create_task
 
+    from rag_assets.recovery import hold_claims_until_task_ends
+
+    hold_claims_until_task_ends()
     settings = dict_wrapper(dict(DEFAULT_CONFIG, **CELERY_SETTINGS))
     app = make_app({**celery_app_args(dagster), "config_source": settings})
     create_task(app)

@@ -173,12 +173,55 @@ def claimed_step(instance: DagsterInstance, run_id: str, step_key: str) -> Itera
     if beating is not None:
         beating.steps.add(step_key)
         instance.add_run_tags(run_id, {BEAT_TAG_PREFIX + step_key: _now()})
-    try:
-        yield
-    finally:
+
+    def release() -> None:
         if beating is not None:
             beating.steps.discard(step_key)
         instance.add_run_tags(run_id, {STEP_TAG_PREFIX + step_key: _DONE + mine})
+
+    try:
+        yield
+    finally:
+        if _TASK_ENDINGS is not None:
+            _TASK_ENDINGS.append(release)
+        else:
+            release()
+
+
+# In a Celery worker, the claims of the task running now: released once its result is
+# in the backend. A step's code ends (its events written, its failure hook run) before
+# the worker stores the task's answer; a worker killed in between, with the claim
+# already released, would leave the orchestrator waiting for an answer from a process
+# nobody watches any more.
+_TASK_ENDINGS: list[Callable[[], None]] | None = None
+_HOLDING = False
+
+
+def hold_claims_until_task_ends() -> None:
+    """In a Celery worker: keep each step's claim until the worker has stored its task's
+    result (Celery's ``task_postrun`` comes after it), so that a worker killed at any
+    point before the orchestrator can see the answer is found dead by ``StepWatch``."""
+    global _HOLDING
+    if _HOLDING:
+        return
+    _HOLDING = True
+    from celery.signals import task_postrun, task_prerun
+
+    def started(**_: object) -> None:
+        global _TASK_ENDINGS
+        _TASK_ENDINGS = []
+
+    def ended(**_: object) -> None:
+        global _TASK_ENDINGS
+        endings, _TASK_ENDINGS = _TASK_ENDINGS or [], None
+        for release in endings:
+            try:
+                release()
+            except Exception as exc:  # the database away: the run's end says the rest
+                _log.warning(f"recording a step's end failed: {exc}")
+
+    task_prerun.connect(started, weak=False)
+    task_postrun.connect(ended, weak=False)
 
 
 def _silent_since(tags: dict[str, str], now: datetime) -> float | None:

@@ -187,18 +187,26 @@ def test_two_sources_embed_at_once_and_the_index_matches_a_clean_one(
 # ---- Celery workers on Postgres ---------------------------------------------------
 
 
-def _hung(instance, victim: int, output: str) -> str:
+def _hung(instance, victim: int, output: str, logs_dir: Path) -> str:
     """What a run that did not end after its worker was killed was doing."""
     from dagster import RunsFilter
 
     [hung] = instance.get_run_records(filters=RunsFilter(job_name="index_source"), limit=1)
-    events = [
-        f"{e.dagster_event.step_key} {e.dagster_event.event_type_value} {e.message[:200]}"
-        for e in instance.all_logs(hung.dagster_run.run_id)
-        if e.dagster_event is not None
-    ]
+    events = []
+    for e in instance.all_logs(hung.dagster_run.run_id):
+        if e.dagster_event is None:
+            continue
+        events.append(
+            f"{e.dagster_event.step_key} {e.dagster_event.event_type_value} {e.message[:200]}"
+        )
+        error = getattr(e.dagster_event.event_specific_data, "error", None)
+        if error is not None:
+            events.append(error.to_string()[-3000:])
     tags = {k: v for k, v in hung.dagster_run.tags.items() if k.startswith("ragline/")}
-    return f"killed {victim}; the run did not end:\n{output}\n{tags}\n" + "\n".join(events)
+    logs = [
+        f"{p.name}:\n{p.read_text(errors='replace')[-3000:]}" for p in logs_dir.glob("worker-*.log")
+    ]
+    return f"killed {victim}; the run did not end:\n{output}\n{tags}\n" + "\n".join(events + logs)
 
 
 def run_process_of(claim: str) -> tuple[int, str, str] | None:
@@ -258,11 +266,13 @@ embedding_step_min_chunks = 40
 
 
 def _start_worker(config_path: Path, env: dict[str, str], name: str) -> subprocess.Popen:
+    """A `ragline worker`; its log in ``worker-<name>.log`` beside the config (for `_hung`)."""
+    log = (config_path.parent / f"worker-{name}.log").open("ab")
     clean = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "RAGLINE_CONFIG")}
     return subprocess.Popen(
         [sys.executable, "-m", "ragline.cli", "--config", str(config_path), "worker",
          "--name", name, "--loglevel", "WARNING"],
-        cwd=REPO, env={**clean, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=REPO, env={**clean, **env}, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
 
 
@@ -324,7 +334,9 @@ def test_celery_workers_survive_a_killed_worker_and_converge(
             output = run.communicate(timeout=120)[0]  # ends instead of waiting forever
         except subprocess.TimeoutExpired:
             run.kill()
-            raise AssertionError(_hung(instance, victim, run.communicate()[0])) from None
+            raise AssertionError(
+                _hung(instance, victim, run.communicate()[0], config_path.parent)
+            ) from None
         assert run.returncode == 1, output
         assert "the Celery worker running a step died" in output, output
         [failed] = instance.get_run_records(filters=RunsFilter(job_name="index_source"))

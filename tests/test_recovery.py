@@ -22,6 +22,7 @@ from rag_assets.recovery import (
     STEP_TAG_PREFIX,
     claimed_step,
     dead_reason,
+    hold_claims_until_task_ends,
     process_descriptor,
     process_tags,
 )
@@ -100,4 +101,39 @@ def test_a_claim_lasts_as_long_as_its_step() -> None:
         tags = instance.get_run_by_id(run.run_id).tags
         assert tags[STEP_TAG_PREFIX + PART1] == me and tags[PROCESS_TAG] == me
         raise RuntimeError("a failed step ends its claim too")
+    assert instance.get_run_by_id(run.run_id).tags[STEP_TAG_PREFIX + PART1] == f"done: {me}"
+
+
+def test_a_celery_worker_holds_the_claim_until_the_task_result_is_stored() -> None:
+    """A worker killed after its step's code ended but before it stored the task's
+    answer must still be found dead: the claim ends only after the result is stored."""
+    from celery import Celery
+    from celery.signals import task_success
+
+    instance = DagsterInstance.ephemeral()
+    run = create_run_for_test(instance, job_name="index_source")
+    me = process_tags()[PROCESS_TAG]
+    app = Celery("claims", broker="memory://", backend="cache+memory://")
+    app.conf.update(task_always_eager=True, task_store_eager_result=True)
+    hold_claims_until_task_ends()
+
+    @app.task
+    def step() -> str:
+        with claimed_step(instance, run.run_id, PART1):
+            pass
+        return "answer"
+
+    seen: list[tuple[str, str]] = []
+
+    def stored(sender: object = None, **_: object) -> None:
+        claim = instance.get_run_by_id(run.run_id).tags[STEP_TAG_PREFIX + PART1]
+        stored_state = app.backend.get_task_meta(sender.request.id)["status"]
+        seen.append((claim, stored_state))
+
+    task_success.connect(stored, weak=False)
+    try:
+        assert step.delay().get() == "answer"
+    finally:
+        task_success.disconnect(stored)
+    assert seen == [(me, "SUCCESS")]  # the answer stored, the claim still held
     assert instance.get_run_by_id(run.run_id).tags[STEP_TAG_PREFIX + PART1] == f"done: {me}"
