@@ -256,6 +256,8 @@ class McpToken(Strict):
     token: str | None = Field(default=None, min_length=16)
     token_env: str | None = None
     sources: list[str] = ["*"]
+    # May this token write: `remember` a note, `clip` a page (into the configured folders).
+    write: bool = False
 
     @model_validator(mode="after")
     def _one_secret(self) -> McpToken:
@@ -274,6 +276,65 @@ class McpConfig(Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=8765, ge=1, le=65535)
     tokens: list[McpToken] = []
+    # The stdio server (one local client, the user's own): may it `remember` and `clip`?
+    stdio_write: bool = False
+    # Offer the `ask` tool (an answer from the [llm] model, with checked citations).
+    ask_tool: bool = False
+
+
+def _inside_folder(value: str) -> str:
+    """A folder given relative to a source's root, never leaving it."""
+    parts = Path(value).parts
+    if Path(value).is_absolute() or ".." in parts or value.startswith("~"):
+        raise ValueError(f"{value!r} must be a folder inside the source (relative, no '..')")
+    return value
+
+
+class LlmConfig(Strict):
+    """The local language model `ragline ask` and auto-tagging talk to (Ollama)."""
+
+    provider: Literal["ollama"] = "ollama"
+    host: str = "http://127.0.0.1:11434"
+    # None: `ask` and auto-tags say how to set one up (e.g. "qwen2.5:7b-instruct").
+    model: str | None = None
+    connect_timeout_s: float = Field(default=3.0, gt=0)
+    # Longest wait for the next piece of an answer (a model loading counts).
+    read_timeout_s: float = Field(default=120.0, gt=0)
+    # Longest a whole answer may take.
+    total_timeout_s: float = Field(default=600.0, gt=0)
+    temperature: float = Field(default=0.1, ge=0, le=2)
+    # The model's context window in tokens (Ollama's num_ctx).
+    context_tokens: int = Field(default=8192, ge=512)
+
+
+class ClipConfig(Strict):
+    """Where `ragline clip` and the MCP `clip` tool archive pages: a folder inside a
+    configured markdown source (``<folder>/<YYYY-MM>/<slug>.md``)."""
+
+    source: str | None = None
+    folder: str = "clippings"
+    # Ask the [llm] model for tags (preferring those already in the index).
+    auto_tags: bool = False
+    timeout_s: float = Field(default=20.0, gt=0)
+    max_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
+
+    @field_validator("folder")
+    @classmethod
+    def _folder_inside(cls, value: str) -> str:
+        return _inside_folder(value)
+
+
+class RememberConfig(Strict):
+    """Where the MCP `remember` tool saves an agent's notes: a folder inside a
+    configured markdown source."""
+
+    source: str | None = None
+    folder: str = "inbox"
+
+    @field_validator("folder")
+    @classmethod
+    def _folder_inside(cls, value: str) -> str:
+        return _inside_folder(value)
 
 
 # Dagster's Postgres storage speaks psycopg2: a bare `postgresql://` would make
@@ -409,6 +470,9 @@ class RaglineConfig(Strict):
     search: SearchConfig = SearchConfig()
     freshness: FreshnessConfig = FreshnessConfig()
     mcp: McpConfig = McpConfig()
+    llm: LlmConfig = LlmConfig()
+    clip: ClipConfig = ClipConfig()
+    remember: RememberConfig = RememberConfig()
     limits: Limits = Limits()
     dagster: DagsterConfig = DagsterConfig()
     sources: list[SourceConfig] = []

@@ -22,6 +22,7 @@ from rag_sources.errors import ConfigError
 
 log = logging.getLogger(__name__)
 SOURCES_CLAIM = "ragline_sources"
+WRITE_CLAIM = "ragline_write"
 ALL_SOURCES = "*"
 
 
@@ -32,6 +33,9 @@ class Access:
     user: str
     sources: frozenset[str] | None = None
     local: bool = False  # stdio / in-process: the user who started the server
+    # May save files (`remember`, `clip`): a token with `write = true`, or stdio with
+    # `[mcp] stdio_write = true`.
+    can_write: bool = False
 
     @property
     def restricted(self) -> bool:
@@ -90,7 +94,10 @@ class ConfigTokenVerifier:
             client_id=entry.user,
             subject=f"{entry.user}#{index}",
             scopes=[],
-            claims={SOURCES_CLAIM: None if sources is None else sorted(sources)},
+            claims={
+                SOURCES_CLAIM: None if sources is None else sorted(sources),
+                WRITE_CLAIM: entry.write,
+            },
         )
 
 
@@ -98,10 +105,12 @@ def access_from_token(token: AccessToken | None) -> Access:
     """The caller's access from a verified token (no token: nothing is visible)."""
     if token is None:
         return NO_ACCESS
-    sources = (token.claims or {}).get(SOURCES_CLAIM)
+    claims = token.claims or {}
+    sources = claims.get(SOURCES_CLAIM)
     return Access(
         user=token.client_id,
         sources=None if sources is None else frozenset(sources),
+        can_write=claims.get(WRITE_CLAIM) is True,
     )
 
 

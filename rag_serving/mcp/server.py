@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import sys
 import threading
 import traceback
 from collections.abc import Callable
+from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Literal, NoReturn
 
@@ -116,7 +118,8 @@ def build_server(
     elif auth == "none":
         resolve = _anonymous_full_access
     else:
-        resolve = _local_access
+        local = replace(LOCAL_ACCESS, can_write=config.mcp.stdio_write)
+        resolve = functools.partial(_same_access, local)
     server = RaglineMCPServer(
         "ragline",
         version=_ragline_version(),
@@ -136,8 +139,8 @@ def _ragline_version() -> str:
         return ""
 
 
-def _local_access() -> Access:
-    return LOCAL_ACCESS
+def _same_access(access: Access) -> Access:
+    return access
 
 
 def _anonymous_full_access() -> Access:

@@ -21,6 +21,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BeforeValidator, Field, Strict
 
+from rag_serving.mcp import ask_tool, clip_tool, remember_tool
 from rag_serving.mcp.auth import Access
 from rag_serving.mcp.models import (
     ListSourcesOutput,
@@ -350,6 +351,10 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
     )
     for fn, name, title, description, hints in tools:
         server.add_tool(fn, name=name, title=title, description=description, annotations=hints)
+    # Tools after retrieval, each in its own module: `ask` (when [mcp] ask_tool is on),
+    # and `remember` / `clip`, which save files and so need a caller that may write.
+    for module in (ask_tool, remember_tool, clip_tool):
+        module.register(server, service, call)
 
 
 def with_kind_arguments(tool: Callable[..., Any]) -> inspect.Signature:

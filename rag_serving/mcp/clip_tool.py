@@ -1,0 +1,9 @@
+"""The MCP `clip` tool (being built: registers nothing yet)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def register(server: Any, service: Any, call: Any) -> None:
+    """Add the `clip` tool to ``server`` when the configuration offers it."""
