@@ -17,6 +17,11 @@ client talks to it over real loopback HTTP.
     true or absent (Ollama's default) and refused with HTTP 400 ``{"error": "the input
     length exceeds the context length"}`` when it is false.
 
+``POST /api/chat`` (for `ask` and auto-tags)
+    request ``{"model", "messages", "stream", "format", "options"}``; the answer is
+    ``chat_reply(messages, format)``, streamed as NDJSON pieces of 8 characters
+    (``chat_piece_delay_s`` apart) or, with ``stream: false``, in one object.
+
 ``POST /api/generate`` (non-streaming only, for the Ollama reranker)
     request ``{"model", "prompt", "raw", "stream": false, "logprobs": true,
     "top_logprobs": n, "options": {"num_predict": 1}}``, response ``{"model",
@@ -46,7 +51,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -54,6 +59,7 @@ from typing import Any
 
 DEFAULT_MODELS: dict[str, int] = {"nomic-embed-text": 768, "all-minilm": 384}
 RERANK_MODEL = "qwen3-reranker"
+CHAT_MODEL = "standin-chat"
 CONTEXT_ERROR = "the input length exceeds the context length"
 _WORD_RE = re.compile(r"\w+")
 
@@ -116,6 +122,14 @@ class OllamaStandIn:
     ragged: bool = False
     generate_models: tuple[str, ...] = (RERANK_MODEL,)
     logprobs: bool = True
+    chat_models: tuple[str, ...] = (CHAT_MODEL,)
+    # What the chat "model" answers: called with the request's messages and its
+    # `format` (a JSON schema, or None); the text is streamed a few characters a piece.
+    chat_reply: Callable[[list[dict[str, Any]], Any], str] = field(
+        default=lambda messages, schema: "{}" if schema else "I do not know."
+    )
+    # Seconds between streamed pieces (a slow model; timeout tests).
+    chat_piece_delay_s: float = 0.0
     requests: list[RecordedRequest] = field(default_factory=list, init=False)
     _server: ThreadingHTTPServer | None = field(default=None, init=False, repr=False)
     _thread: threading.Thread | None = field(default=None, init=False, repr=False)
@@ -274,6 +288,51 @@ class OllamaStandIn:
             ]
         return 200, answer
 
+    @property
+    def chat_requests(self) -> list[RecordedRequest]:
+        """The ``POST /api/chat`` requests received so far, in order."""
+        with self._lock:
+            return [r for r in self.requests if r.path == "/api/chat"]
+
+    def handle_chat(self, body: Any) -> tuple[int, Any]:
+        """Status and answer for one ``/api/chat`` request: a JSON object, or (streamed)
+        an iterator of NDJSON objects as Ollama sends them."""
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return 400, {"error": "invalid request body"}
+        model = body.get("model") or ""
+        if not model:
+            return 400, {"error": "model is required"}
+        if model not in self.chat_models:
+            return 404, {"error": f'model "{model}" not found, try pulling it first'}
+        text = self.chat_reply(body["messages"], body.get("format"))
+        done = {
+            "model": model,
+            "created_at": "2026-01-01T00:00:00Z",
+            "message": {"role": "assistant", "content": ""},
+            "done": True,
+            "done_reason": "stop",
+            "prompt_eval_count": sum(
+                len(str(m.get("content", "")).split()) for m in body["messages"]
+            ),
+            "eval_count": len(text.split()),
+        }
+        if body.get("stream", True) is False:
+            return 200, {**done, "message": {"role": "assistant", "content": text}}
+
+        def pieces() -> Iterator[dict[str, Any]]:
+            for start in range(0, len(text), 8):
+                if self.chat_piece_delay_s and self._stopping.wait(self.chat_piece_delay_s):
+                    return
+                yield {
+                    "model": model,
+                    "created_at": "2026-01-01T00:00:00Z",
+                    "message": {"role": "assistant", "content": text[start : start + 8]},
+                    "done": False,
+                }
+            yield done
+
+        return 200, pieces()
+
     def handle_get(self, path: str) -> tuple[int, Any]:
         if path == "/":
             return 200, "Ollama is running"
@@ -312,6 +371,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(*self.standin.handle_embed(body))
         elif self.path == "/api/generate":
             self._send(*self.standin.handle_generate(body))
+        elif self.path == "/api/chat":
+            status, payload = self.standin.handle_chat(body)
+            if isinstance(payload, dict):
+                self._send(status, payload)
+            else:
+                self._stream(status, payload)
         else:
             self._send(404, "404 page not found")
 
@@ -328,6 +393,21 @@ class _Handler(BaseHTTPRequestHandler):
             if self.command != "HEAD":
                 self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout tests)
+            self.close_connection = True
+
+    def _stream(self, status: int, objects: Iterator[dict[str, Any]]) -> None:
+        """NDJSON pieces, chunked, flushed one by one (as Ollama streams)."""
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/x-ndjson")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for obj in objects:
+                data = json.dumps(obj).encode() + b"\n"
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
     def log_message(self, format: str, *args: Any) -> None:
