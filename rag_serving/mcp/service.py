@@ -15,9 +15,9 @@ from typing import Any
 from rag_serving.config import RaglineConfig
 from rag_serving.index.store import IndexStore
 from rag_serving.mcp.auth import Access
-from rag_serving.mcp.code import file_symbols, symbol_range
+from rag_serving.reading.code import file_symbols, symbol_range
 from rag_serving.mcp.documents import check_source, locate
-from rag_serving.mcp.excerpts import Body, RangeError
+from rag_serving.reading.excerpts import Body, RangeError
 from rag_serving.mcp.links import Edge, LinkGraphCache, Note
 from rag_serving.mcp.models import (
     BacklinkOut,
