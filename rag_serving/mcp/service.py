@@ -15,9 +15,7 @@ from typing import Any
 from rag_serving.config import RaglineConfig
 from rag_serving.index.store import IndexStore
 from rag_serving.mcp.auth import Access
-from rag_serving.reading.code import file_symbols, symbol_range
 from rag_serving.mcp.documents import check_source, locate
-from rag_serving.reading.excerpts import Body, RangeError
 from rag_serving.mcp.links import Edge, LinkGraphCache, Note
 from rag_serving.mcp.models import (
     BacklinkOut,
@@ -36,7 +34,10 @@ from rag_serving.mcp.models import (
 )
 from rag_serving.mcp.reindex import Reindexer
 from rag_serving.mcp.search import SearchRequest, VisibleVocabularies, run_search
+from rag_serving.mcp.symbols import file_symbols
 from rag_serving.mcp.tool_errors import redact_paths
+from rag_serving.reading.code import symbol_range
+from rag_serving.reading.excerpts import Body, RangeError
 from rag_serving.search.engine import SearchEngine, is_stale
 from rag_serving.status import (
     MAX_ISSUE_GROUPS,
