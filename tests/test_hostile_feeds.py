@@ -17,11 +17,15 @@ import pytest
 
 from rag_sources.errors import SourceUnavailableError
 from rag_sources.kinds.feeds import archive
-from rag_sources.kinds.feeds import fetch as fetch_module
 from rag_sources.kinds.feeds.archive import FeedSpec, FeedState, list_archived_entries
 from rag_sources.kinds.feeds.config import FeedsSourceConfig
-from rag_sources.kinds.feeds.fetch import REASON_CHARS, FetchError, fetch_feed
-from rag_sources.kinds.feeds.network import (
+from rag_sources.kinds.feeds.fetch import FetchError, fetch_feed
+from rag_sources.kinds.feeds.opml import read_opml
+from rag_sources.kinds.feeds.parse import Entry, parse_feed
+from rag_sources.kinds.feeds.poll import refresh_feeds
+from rag_sources.net import fetch as fetch_module
+from rag_sources.net.fetch import REASON_CHARS
+from rag_sources.net.network import (
     LOCAL,
     PRIVATE,
     PUBLIC,
@@ -29,9 +33,6 @@ from rag_sources.kinds.feeds.network import (
     GuardedBackend,
     address_reach,
 )
-from rag_sources.kinds.feeds.opml import read_opml
-from rag_sources.kinds.feeds.parse import Entry, parse_feed
-from rag_sources.kinds.feeds.poll import refresh_feeds
 from tests.feed_server import FeedServer, lan_address, rss, zeros_gzip
 
 GOOD = rss("Good", "Zebras cross the river", "Volcano wakes")

@@ -1,15 +1,15 @@
-"""Where a feed fetch may connect, and for how long.
+"""Where a fetch (a feed, a clipped page) may connect, and for how long.
 
-A feed's server chooses where its redirects lead, and its DNS chooses where its
-name points. Neither may lead a fetch to an address more internal than the one the
-user configured: a feed at a public address may not reach this machine's loopback
-(127.0.0.1, ::1), a link-local address (169.254.169.254 holds cloud credentials) or
-a private network; a feed at a private-network address (a NAS on the LAN) may not
-reach loopback or link-local; a feed configured on this machine may reach anything.
+A server chooses where its redirects lead, and its DNS chooses where its name
+points. Neither may lead a fetch to an address more internal than the one the user
+gave: a URL at a public address may not reach this machine's loopback (127.0.0.1,
+::1), a link-local address (169.254.169.254 holds cloud credentials) or a private
+network; a URL at a private-network address (a NAS on the LAN) may not reach
+loopback or link-local; a URL on this machine may reach anything.
 
 The check is made when each connection is opened, on the addresses the name
 resolves to then, and the socket is connected to the address that was checked: a
-name that resolves to a public address when the feed is looked at and to 127.0.0.1
+name that resolves to a public address when the URL is looked at and to 127.0.0.1
 when it is connected (DNS rebinding) is refused like a redirect to 127.0.0.1.
 
 Every read, write and handshake of one fetch also stops at one deadline, so a
@@ -50,7 +50,7 @@ def address_reach(address: str) -> int:
 
 
 def host_reach(host: str, port: int) -> int:
-    """The reach of a configured feed's host: the most internal of the addresses it
+    """The reach of a configured URL's host: the most internal of the addresses it
     resolves to now (a name that does not resolve is public: its fetch fails anyway)."""
     try:
         return max(address_reach(ip) for ip in _resolve(host, port))
@@ -113,7 +113,7 @@ class GuardedBackend(httpcore.NetworkBackend):
     def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Any = None
     ):
-        raise httpcore.UnsupportedProtocol("feeds are fetched over TCP only")
+        raise httpcore.UnsupportedProtocol("fetches go over TCP only")
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
