@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import click
 
 from rag_serving.config import SOURCE_KINDS, RaglineConfig, load_config
+from rag_serving.reading import MAX_CONTEXT_CHARS
 from rag_sources.config import MISSING_SOURCE_HINT as _MISSING_HINT
 from rag_sources.errors import RaglineError
 from rag_sources.kinds import kind_filters
@@ -251,6 +252,13 @@ def index(ctx: Context, sources: tuple[str, ...], full: bool, as_json: bool, pro
     default=None,
     help="Re-score the top hits with the reranker of [search.rerank] (default: its `enabled`).",
 )
+@click.option(
+    "--context",
+    "context_chars",
+    type=click.IntRange(1, MAX_CONTEXT_CHARS),
+    metavar="CHARS",
+    help="Grow each hit to its section (heading, page, function, message), CHARS in all.",
+)
 @pass_context
 @handle_errors
 def search(
@@ -271,6 +279,7 @@ def search(
     as_json: bool,
     explain: bool,
     rerank: bool | None,
+    context_chars: int | None,
     **kind_values: tuple[str, ...],
 ) -> None:
     """Search the index (hybrid vector + BM25 by default)."""
@@ -298,6 +307,7 @@ def search(
         filters=filters,
         mode=mode,  # type: ignore[arg-type]
         rerank=rerank,
+        context=context_chars,
     )
     if as_json:
         print_json(result.as_json(with_explain=explain))

@@ -38,6 +38,7 @@ def render_search(result: SearchResult, explain: bool) -> None:
     if not result.hits:
         console.print(f"[yellow]No results for[/] {safe_text(repr(result.query))} ({result.mode}).")
         return
+    ranks = {hit.chunk_id: hit.rank for hit in result.hits}
     for hit in result.hits:
         console.print(
             f"[bold cyan]{hit.rank:>2}.[/] {_hit_line(hit)}  [dim]score {hit.score:.4f}[/]"
@@ -51,7 +52,10 @@ def render_search(result: SearchResult, explain: bool) -> None:
             console.print(f"    [dim]in the diff of[/] {safe_text(part[len('diff=') :])}")
         elif "=" in part:  # a page, slide, sheet or chapter
             console.print(f"    [dim]at[/] {safe_text(hit.location)}")
-        console.print(f"    {snippet}")
+        if hit.context is None:
+            console.print(f"    {snippet}")
+        else:
+            _render_context(hit, ranks)
         if hit.stale == UNCHECKED:
             console.print("    [dim]not checked for changes: the source's folder is not here[/]")
         elif hit.stale:
@@ -67,6 +71,20 @@ def render_search(result: SearchResult, explain: bool) -> None:
     if explain and result.timings:
         stages = ", ".join(f"{name} {ms:.1f}" for name, ms in result.timings.items())
         console.print(f"[dim]time (ms): {stages}[/]")
+
+
+def _render_context(hit: SearchHit, ranks: dict[str, int]) -> None:
+    """A hit's context (``--context``): its section's lines, or where it was shown."""
+    context = hit.context
+    assert context is not None
+    if context.same_as is not None:
+        console.print(f"    [dim](in the context of hit {ranks.get(context.same_as, '?')})[/]")
+        return
+    whole = "" if context.complete else ", cut to the budget"
+    section = f"{safe_text(context.section)}, " if context.section else ""
+    console.print(f"    [dim]{section}lines {context.line_start}-{context.line_end}{whole}[/]")
+    for line in context.text.split("\n"):
+        console.print(f"    │ {safe_text(line)}", highlight=False)
 
 
 def _hit_line(hit: SearchHit) -> str:

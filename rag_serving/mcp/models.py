@@ -18,6 +18,21 @@ class DocRef(BaseModel):
     title: str
 
 
+class ContextOut(BaseModel):
+    """A hit grown to its section within the search's `expand` budget."""
+
+    section: str | None = Field(description="The heading path, page, slide or symbol.")
+    line_start: int
+    line_end: int
+    text: str = Field(description="The section's lines (page headers and footers left out).")
+    complete: bool = Field(description="False when the budget cut the section short.")
+    same_as: str | None = Field(
+        default=None,
+        description="The chunk_id of a better hit whose context already holds this one "
+        "(this one's text is then empty).",
+    )
+
+
 class HitBase(BaseModel):
     """One chunk found by ``search``, with everything needed to cite it (each kind's
     hit details are fields too: a message's ``folder``…)."""
@@ -65,6 +80,9 @@ class HitBase(BaseModel):
     author: str | None = Field(
         default=None,
         description="Commit, book or feed entry: its author; message: its sender.",
+    )
+    context: ContextOut | None = Field(
+        default=None, description="With `expand`: the hit grown to its section."
     )
 
 

@@ -19,7 +19,8 @@ from rag_serving.index.filters import (
     with_kind_filters,
 )
 from rag_serving.mcp.auth import Access
-from rag_serving.mcp.models import Hit, SearchOutput
+from rag_serving.mcp.models import ContextOut, Hit, SearchOutput
+from rag_serving.reading.context import HitContext
 from rag_serving.search.engine import Mode, SearchEngine, SearchHit, is_stale
 from rag_sources.errors import FilterError
 from rag_sources.kinds import kind_filters
@@ -33,6 +34,7 @@ class _SearchRequest:
     k: int | None = None
     mode: Mode | None = None
     rerank: bool | None = None
+    expand: int | None = None
     sources: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ()
     path_prefix: str | None = None
@@ -107,8 +109,14 @@ def run_search(
                 return _output(request, engine, filters, [])
             filters = replace(filters, sources=tuple(sorted(vocabulary.sources)))
     result = engine.search(
-        request.query, k=request.k, filters=filters, mode=request.mode, rerank=request.rerank
+        request.query,
+        k=request.k,
+        filters=filters,
+        mode=request.mode,
+        rerank=request.rerank,
+        context=request.expand,
     )
+    # (Only visible sources were searched: contexts never hold another source's text.)
     hits = [hit for hit in result.hits if access.can_see(hit.source)]
     return _output(request, engine, result.filters, hits, result.mode)
 
@@ -182,5 +190,19 @@ def hit_out(hit: SearchHit) -> Hit:
         symbol=hit.symbol,
         language=hit.language,
         author=hit.author,
+        context=_context_out(hit.context),
         **hit.details,
+    )
+
+
+def _context_out(context: HitContext | None) -> ContextOut | None:
+    if context is None:
+        return None
+    return ContextOut(
+        section=context.section,
+        line_start=context.line_start,
+        line_end=context.line_end,
+        text=context.text,
+        complete=context.complete,
+        same_as=context.same_as,
     )

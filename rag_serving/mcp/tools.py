@@ -34,6 +34,7 @@ from rag_serving.mcp.models import (
 from rag_serving.mcp.search import SearchRequest
 from rag_serving.mcp.service import DEFAULT_OPEN_CHARS, MAX_OPEN_CHARS, RaglineService
 from rag_serving.mcp.tool_errors import crash_reason, one_line, redact_paths
+from rag_serving.reading import MAX_CONTEXT_CHARS
 from rag_sources.errors import RaglineError
 from rag_sources.kinds import kind_filters
 
@@ -250,6 +251,16 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
                 "more precise); default: the server's setting. An error if none is configured."
             ),
         ] = None,
+        expand: Annotated[
+            whole(1, MAX_CONTEXT_CHARS) | None,
+            Field(
+                description="A budget in characters (e.g. 6000): each hit comes with "
+                "`context`, the hit grown to its section (heading section, page, whole "
+                "function, message), the budget shared by all hits, best first; a hit inside "
+                "a better hit's context points at it instead of repeating it. Saves an "
+                "`open` per hit."
+            ),
+        ] = None,
         **kind_values: list[str] | None,
     ) -> SearchOutput:
         request = SearchRequest(
@@ -257,6 +268,7 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
             k=k,
             mode=mode,
             rerank=rerank,
+            expand=expand,
             **{name: tuple(values or ()) for name, values in kind_values.items()},
             sources=tuple(sources or ()),
             kinds=tuple(kinds or ()),

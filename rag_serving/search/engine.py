@@ -37,6 +37,7 @@ from rag_serving.index.manifest import (
     read_manifest,
 )
 from rag_serving.index.store import IndexStore
+from rag_serving.reading.context import HitContext, assemble_context
 from rag_serving.search.feedback import FeedbackSettings, rescored_list
 from rag_serving.search.fusion import (
     FusedHit,
@@ -110,6 +111,8 @@ class SearchHit:
     # What the hit's kind adds (rag_sources/hits.py): a message's `folder`, an entry's
     # `feed`; each is also read as an attribute (`hit.folder`).
     details: dict[str, str] = field(default_factory=dict)
+    # The hit grown to its section within the search's context budget (``context``).
+    context: HitContext | None = None
 
     def __getattr__(self, name: str) -> Any:
         if name in _detail_names():
@@ -140,6 +143,8 @@ class SearchHit:
             if getattr(self, name):
                 data[name] = getattr(self, name)
         data.update({name: value for name, value in self.details.items() if value})
+        if self.context is not None:
+            data["context"] = self.context.as_json()
         if with_explain:
             data["explain"] = self.explain
         return data
@@ -385,8 +390,10 @@ class SearchEngine:
         filters: SearchFilters | None = None,
         mode: Mode | None = None,
         rerank: bool | None = None,
+        context: int | None = None,
     ) -> SearchResult:
-        """Hybrid (or bm25 / vector) search; see ``hybrid_search``."""
+        """Hybrid (or bm25 / vector) search; see ``hybrid_search``. With ``context``
+        (characters), each hit is grown to its section within that budget in all."""
         settings = self.config.search
         rerank = settings.rerank.enabled if rerank is None else rerank
         k = k or settings.k
@@ -445,6 +452,10 @@ class SearchEngine:
         for i, hit in enumerate(hits):
             if hit.chunk_id in reranked:
                 hits[i] = replace(hit, explain={**hit.explain, "rerank": reranked[hit.chunk_id]})
+        if context:
+            with timer.stage("context"):
+                grown = assemble_context(self.store, self.generation.table, hits, context)
+                hits = [replace(hit, context=grown.get(hit.chunk_id)) for hit in hits]
         return SearchResult(query, mode, filters, hits, self.notice, timer.done())
 
     @property
@@ -836,10 +847,13 @@ def hybrid_search(
     filters: SearchFilters | None = None,
     mode: Mode | None = None,
     rerank: bool | None = None,
+    context: int | None = None,
 ) -> SearchResult:
     """Search the index of ``config``: vector (LanceDB) and BM25 (Tantivy), both
     prefiltered, fused (``search.fusion``), then, with ``rerank`` (default
     ``search.rerank.enabled``), the top ``search.rerank.top_n`` re-scored by the
     reranker. Opens the index for this one call; keep a ``SearchEngine`` for repeated
     searches."""
-    return SearchEngine(config).search(query, k=k, filters=filters, mode=mode, rerank=rerank)
+    return SearchEngine(config).search(
+        query, k=k, filters=filters, mode=mode, rerank=rerank, context=context
+    )
