@@ -63,6 +63,77 @@ def kind_filter_options(command: F) -> F:
     return command
 
 
+def filter_options(command: F) -> F:
+    """The search filters (``--source``, ``--tag``, ``--after``…, and each kind's), for
+    ``search`` and ``ask``; the command builds them with ``search_filters``."""
+    options = [
+        click.option("--source", "sources", multiple=True, help="Only this source (repeatable)."),
+        click.option(
+            "--kind", "kinds", multiple=True, help="Only this kind of source (repeatable)."
+        ),
+        click.option(
+            "--path", "path_prefix", help="Only paths starting with this (relative to the source)."
+        ),
+        click.option(
+            "--tag",
+            "tags",
+            multiple=True,
+            help="Only items with this tag (repeatable: all must match).",
+        ),
+        click.option(
+            "--after",
+            help="Only items dated on or after this (YYYY-MM-DD): each item's own date (a commit's, "
+            "a message's Date, a feed entry's, a note's frontmatter or file-name date), else the "
+            "file's modification time.",
+        ),
+        click.option("--before", help="Only items dated before this (YYYY-MM-DD), as for --after."),
+        click.option(
+            "--type",
+            "types",
+            multiple=True,
+            help="Only this file type: pdf, md, docx…, a code file's language (python, or py), "
+            "commit, email, entry (repeatable).",
+        ),
+        click.option(
+            "--language",
+            "languages",
+            multiple=True,
+            help="Only code in this language: python, go… or py, golang, c++ (repeatable).",
+        ),
+        click.option(
+            "--symbol",
+            "symbols",
+            multiple=True,
+            help="Only code defining this function, method or class: retry or Client.retry; a hit "
+            "shows the one that matched (repeatable).",
+        ),
+        click.option(
+            "--author",
+            "authors",
+            multiple=True,
+            help="Only commits, messages (by sender), books or feed entries by this name or e-mail "
+            "(repeatable).",
+        ),
+    ]
+    command = kind_filter_options(command)
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def search_filters(values: dict[str, Any]) -> Any:
+    """``SearchFilters`` from the values of ``filter_options`` (dates checked)."""
+    from rag_serving.index.filters import parse_date
+    from rag_serving.search import SearchFilters
+
+    after, before = values.pop("after"), values.pop("before")
+    return SearchFilters(
+        after=parse_date(after, "--after") if after is not None else None,
+        before=parse_date(before, "--before") if before is not None else None,
+        **values,
+    )
+
+
 def _check_paths_for(command: str | None, config: RaglineConfig) -> None:
     """The file-system checks of the config that ``command`` needs (exit 2 on a
     problem), before any Dagster or server code runs. ``index`` checks the sources
@@ -201,49 +272,7 @@ def index(ctx: Context, sources: tuple[str, ...], full: bool, as_json: bool, pro
 @click.option(
     "--k", "-k", type=click.IntRange(1, 1000), help="Number of hits (default from config)."
 )
-@click.option("--source", "sources", multiple=True, help="Only this source (repeatable).")
-@click.option("--kind", "kinds", multiple=True, help="Only this kind of source (repeatable).")
-@click.option(
-    "--path", "path_prefix", help="Only paths starting with this (relative to the source)."
-)
-@click.option(
-    "--tag", "tags", multiple=True, help="Only items with this tag (repeatable: all must match)."
-)
-@click.option(
-    "--after",
-    help="Only items dated on or after this (YYYY-MM-DD): each item's own date (a commit's, "
-    "a message's Date, a feed entry's, a note's frontmatter or file-name date), else the "
-    "file's modification time.",
-)
-@click.option("--before", help="Only items dated before this (YYYY-MM-DD), as for --after.")
-@click.option(
-    "--type",
-    "types",
-    multiple=True,
-    help="Only this file type: pdf, md, docx…, a code file's language (python, or py), "
-    "commit, email, entry (repeatable).",
-)
-@click.option(
-    "--language",
-    "languages",
-    multiple=True,
-    help="Only code in this language: python, go… or py, golang, c++ (repeatable).",
-)
-@click.option(
-    "--symbol",
-    "symbols",
-    multiple=True,
-    help="Only code defining this function, method or class: retry or Client.retry; a hit "
-    "shows the one that matched (repeatable).",
-)
-@click.option(
-    "--author",
-    "authors",
-    multiple=True,
-    help="Only commits, messages (by sender), books or feed entries by this name or e-mail "
-    "(repeatable).",
-)
-@kind_filter_options
+@filter_options
 @click.option("--mode", type=click.Choice(["hybrid", "bm25", "vector"]), help="Retrieval mode.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--explain", is_flag=True, help="Show each hit's rank and score in every list.")
@@ -265,46 +294,22 @@ def search(
     ctx: Context,
     query: str,
     k: int | None,
-    sources: tuple[str, ...],
-    kinds: tuple[str, ...],
-    path_prefix: str | None,
-    tags: tuple[str, ...],
-    after: str | None,
-    before: str | None,
-    types: tuple[str, ...],
-    languages: tuple[str, ...],
-    symbols: tuple[str, ...],
-    authors: tuple[str, ...],
     mode: str | None,
     as_json: bool,
     explain: bool,
     rerank: bool | None,
     context_chars: int | None,
-    **kind_values: tuple[str, ...],
+    **filter_values: Any,
 ) -> None:
     """Search the index (hybrid vector + BM25 by default)."""
-    from rag_serving.index.filters import parse_date
-    from rag_serving.search import SearchFilters, hybrid_search
+    from rag_serving.search import hybrid_search
     from ragline.output import print_json, render_search
 
-    filters = SearchFilters(
-        sources=sources,
-        kinds=kinds,
-        path_prefix=path_prefix,
-        tags=tags,
-        after=parse_date(after, "--after") if after is not None else None,
-        before=parse_date(before, "--before") if before is not None else None,
-        types=types,
-        languages=languages,
-        symbols=symbols,
-        authors=authors,
-        **kind_values,
-    )
     result = hybrid_search(
         ctx.config,
         query,
         k=k,
-        filters=filters,
+        filters=search_filters(filter_values),
         mode=mode,  # type: ignore[arg-type]
         rerank=rerank,
         context=context_chars,
