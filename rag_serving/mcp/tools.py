@@ -19,9 +19,10 @@ import anyio.to_thread
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
-from pydantic import BeforeValidator, Field, Strict
+from pydantic import Field
 
 from rag_serving.mcp import ask_tool, clip_tool, remember_tool
+from rag_serving.mcp.arguments import Flag, number, whole
 from rag_serving.mcp.auth import Access
 from rag_serving.mcp.models import (
     ListSourcesOutput,
@@ -41,30 +42,6 @@ from rag_sources.kinds import kind_filters
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 AccessResolver = Callable[[], Access]
-
-
-def _a_number(value: object) -> object:
-    """Refuse text and booleans where a number is wanted (pydantic reads "5" as 5 and
-    true as 1); whole floats stay accepted, as JSON Schema counts 3.0 an integer."""
-    if isinstance(value, str | bool):
-        raise ValueError("not a number")
-    return value
-
-
-# Argument types that never coerce: a string is no boolean ("yes", "true", "1" are
-# errors, not true) and no number. Bounds go inside, before the validator, so that
-# the published schema keeps them as minimum/maximum.
-Flag = Annotated[bool, Strict()]
-
-
-def whole(ge: int | None = None, le: int | None = None) -> Any:
-    """An integer argument between ``ge`` and ``le``."""
-    return Annotated[int, Field(ge=ge, le=le), BeforeValidator(_a_number)]
-
-
-def number(ge: float | None = None, le: float | None = None) -> Any:
-    """A number argument between ``ge`` and ``le``."""
-    return Annotated[float, Field(ge=ge, le=le), BeforeValidator(_a_number)]
 
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
