@@ -321,6 +321,40 @@ def search(
 
 
 @cli.command()
+@click.argument("question")
+@click.option(
+    "--k", "-k", type=click.IntRange(1, 50), default=8, show_default=True,
+    help="Hits to answer from.",
+)  # fmt: skip
+@filter_options
+@click.option("--model", help="The [llm] model to ask (default: the config's).")
+@click.option(
+    "--context",
+    "context_chars",
+    type=click.IntRange(200, MAX_CONTEXT_CHARS),
+    metavar="CHARS",
+    help="Characters of excerpts to give the model (default: what fits its context window).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (no streaming).")
+@pass_context
+@handle_errors
+def ask(
+    ctx: Context,
+    question: str,
+    k: int,
+    model: str | None,
+    context_chars: int | None,
+    as_json: bool,
+    **filter_values: Any,
+) -> None:
+    """Answer a question from the index with the local model (Ollama), citing excerpts;
+    every citation is checked against the excerpt it cites."""
+    from ragline.ask_command import run_ask
+
+    run_ask(ctx.config, question, k, search_filters(filter_values), model, context_chars, as_json)
+
+
+@cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @pass_context
 @handle_errors
@@ -383,6 +417,9 @@ def _register_groups() -> None:
     from ragline import watch_command
 
     watch_command.register(cli, handle_errors, pass_context)
+    from ragline import clip_command
+
+    clip_command.register(cli, handle_errors, pass_context)
 
 
 _register_groups()
