@@ -56,3 +56,30 @@ def test_another_process_waits_for_the_commit(tmp_path: Path) -> None:
         order.append("mine")
     other.join(timeout=10)
     assert order == ["mine", "other"]
+
+
+def test_a_table_created_by_another_writer_while_waiting_is_opened(tmp_path: Path) -> None:
+    """Two embedding steps of a new index both find no table and both go to create it:
+    the second, once it holds the lock, opens the table the first made (whose primary
+    key makes its schema differ from the bare one) instead of failing on it."""
+    from rag_serving.index import schema as schemas
+    from rag_serving.index.store import IndexStore
+
+    first, second = IndexStore(tmp_path), IndexStore(tmp_path)
+    opened: list[object] = []
+    errors: list[BaseException] = []
+
+    def open_second() -> None:
+        try:
+            opened.append(second.table("documents", schemas.DOCUMENTS))
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    with first.writing():
+        waiting = threading.Thread(target=open_second)
+        waiting.start()
+        time.sleep(0.5)  # the second store found no table and waits for the lock
+        first.table("documents", schemas.DOCUMENTS)
+    waiting.join(timeout=30)
+    assert not errors, errors
+    assert len(opened) == 1 and second.table_exists("documents")

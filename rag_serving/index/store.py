@@ -117,9 +117,14 @@ class IndexStore:
             raise KeyError(name)
         else:
             with self.writing():
-                tbl = self.db.create_table(name, schema=schema, exist_ok=True)
-                # Prevents duplicate rows for new keys when writers overlap (lancedb 0.40).
-                tbl.set_unenforced_primary_key(schemas.table_key(name))
+                # Another writer may have created it since the check above (two embedding
+                # steps of a new index): its table, primary key set, is the one to use.
+                if name in self._table_names():
+                    tbl = self.db.open_table(name)
+                else:
+                    tbl = self.db.create_table(name, schema=schema, exist_ok=True)
+                    # Prevents duplicate rows for new keys when writers overlap (lancedb 0.40).
+                    tbl.set_unenforced_primary_key(schemas.table_key(name))
         self._tables[name] = tbl
         return tbl
 
