@@ -110,6 +110,21 @@ def claude_code_http_lines(config: RaglineConfig, name: str, scope: str = "user"
     return lines
 
 
+def write_claude_plugin(config: RaglineConfig, name: str, directory: Path) -> None:
+    """Write the Claude Code plugin for this config into ``directory``; say how to use it."""
+    from ragline.claude_plugin import MARKETPLACE_NAME, PLUGIN_NAME, write_plugin
+
+    server = desktop_config(config, name)["mcpServers"][name]
+    written = write_plugin(directory, name, server)
+    shown = shlex.quote(str(directory.absolute()))
+    click.echo(f"wrote the Claude Code plugin {PLUGIN_NAME!r} ({len(written)} files) to {shown}")
+    click.echo(f"  try it in one session:  claude --plugin-dir {shown}")
+    click.echo(
+        f"  or install it:          /plugin marketplace add {shown}   then   "
+        f"/plugin install {PLUGIN_NAME}@{MARKETPLACE_NAME}"
+    )
+
+
 def register(cli: click.Group, handle_errors: Callable[..., Any], pass_context: Any) -> None:
     """Add the ``mcp`` and ``mcp-config`` commands to ``cli``."""
 
@@ -161,11 +176,22 @@ def register(cli: click.Group, handle_errors: Callable[..., Any], pass_context: 
         "--scope", type=click.Choice(SCOPES), default="user", show_default=True,
         help="Claude Code scope of the `claude mcp add` lines (stdio and HTTP alike).",
     )  # fmt: skip
+    @click.option(
+        "--plugin", "plugin_dir", type=click.Path(path_type=Path, file_okay=False),
+        help="Write a Claude Code plugin (this server and a skill on when to use it) "
+        "into this folder instead.",
+    )  # fmt: skip
     @pass_context
     @handle_errors
-    def mcp_config(ctx: Any, name: str, as_json: bool, scope: str) -> None:
-        """Print ready-to-paste MCP settings for Claude Desktop and Claude Code."""
+    def mcp_config(ctx: Any, name: str, as_json: bool, scope: str, plugin_dir: Path | None) -> None:
+        """Print ready-to-paste MCP settings for Claude Desktop and Claude Code, or
+        write a Claude Code plugin with --plugin."""
         config: RaglineConfig = ctx.config
+        if plugin_dir is not None:
+            if as_json:
+                raise click.UsageError("--plugin writes files; it cannot go with --json")
+            write_claude_plugin(config, name, plugin_dir)
+            return
         desktop = json.dumps(desktop_config(config, name), indent=2)
         if as_json:
             click.echo(desktop)

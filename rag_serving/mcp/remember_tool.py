@@ -21,6 +21,7 @@ from rag_serving.mcp.documents import Located, NotFoundError
 from rag_serving.mcp.models import DocRef
 from rag_serving.mcp.search import obsidian_anchor
 from rag_serving.mcp.service import RaglineService
+from rag_serving.mcp.tool_errors import redact_paths
 from rag_serving.notes_inbox import (
     MAX_BODY_CHARS,
     MAX_TAGS,
@@ -169,7 +170,7 @@ def save(
         origin=ORIGIN,
     )
     saved = save_note(inbox, title, text)
-    indexing = index_now(service, saved, wait_s)
+    indexing = shown(config, access, index_now(service, saved, wait_s))
     note = indexed(service, access, saved)
     if note is None:
         indexing += "; not searchable yet: `ragline watch` or the next indexing run adds it"
@@ -266,6 +267,13 @@ def index_now(service: RaglineService, saved: SavedNote, wait_s: float) -> str:
     if not outcome.success:
         return f"not indexed now: the run failed: {outcome.error or outcome.status.lower()}"
     return f"indexed {saved.source} ({outcome.via}) in {outcome.seconds:.1f}s"
+
+
+def shown(config: RaglineConfig, access: Access, text: str) -> str:
+    """``text`` as ``access`` may read it: server paths only for the local user."""
+    if access.local:
+        return text
+    return redact_paths(text, [s.path for s in config.sources if s.path] + [config.data_dir])
 
 
 def indexed(service: RaglineService, access: Access, saved: SavedNote) -> DocRef | None:
