@@ -7,10 +7,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
+from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from rag_serving.answers import answer_question, context_budget, excerpts_from_hits
 from rag_serving.llm import ChatModel
+from rag_serving.mcp.arguments import whole
 from rag_serving.mcp.search import SearchRequest
 from rag_sources.errors import RaglineError
 
@@ -127,9 +129,6 @@ def register(server: Any, service: RaglineService, call: Any) -> None:
     """Add the ``ask`` tool to ``server`` when ``[mcp] ask_tool`` is on."""
     if not service.config.mcp.ask_tool:
         return
-    from mcp_types import ToolAnnotations
-
-    from rag_serving.mcp.arguments import whole
 
     async def ask_tool(
         question: Annotated[str, Field(description="The question, in natural language.")],

@@ -143,14 +143,13 @@ def assemble_context(
     budget_left = budget
     given: list[_Block] = []
     for block in blocks:  # every hit's own lines first, best hit first
-        if budget_left <= 0:
-            break
         size = block.size(block.first, block.last)
-        while size > budget_left and block.last > block.first:
-            block.last -= 1
-            size = block.size(block.first, block.last)
+        if size > budget_left and not given:  # the best hit is cut rather than left out
+            while size > budget_left and block.last > block.first:
+                block.last -= 1
+                size = block.size(block.first, block.last)
         if size > budget_left:
-            break
+            continue  # left out; a smaller hit after it may fit
         block.used, budget_left = size, budget_left - size
         given.append(block)
     growing = list(given)
