@@ -147,7 +147,6 @@ def save(
     tags: list[str],
     links: list[str],
     wait_s: float,
-    now: datetime | None = None,
 ) -> RememberOutput:
     """Check, write and index one note for ``access``."""
     config = service.config
@@ -165,7 +164,7 @@ def save(
         tags=tags,
         links=[link for link, _ in written],
         link_lines=[line for _, line in written],
-        created=(now or datetime.now()).astimezone(),
+        created=datetime.now().astimezone(),
         user=access.user,
         origin=ORIGIN,
     )
