@@ -317,6 +317,9 @@ class ClipConfig(Strict):
     auto_tags: bool = False
     timeout_s: float = Field(default=20.0, gt=0)
     max_bytes: int = Field(default=20 * 1024 * 1024, ge=1024)
+    # Hosts on this machine or a private network that the MCP `clip` tool may fetch
+    # (an agent's URLs are limited to public addresses otherwise).
+    allow_hosts: list[str] = []
 
     @field_validator("folder")
     @classmethod

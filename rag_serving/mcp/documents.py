@@ -88,6 +88,7 @@ def _by_id(store: IndexStore, chunks_table: str | None, access: Access, key: str
                 "doc_id",
                 "source",
                 "heading",
+                "anchor",
                 "line_start",
                 "line_end",
                 "facets",

@@ -15,7 +15,7 @@ from typing import Any
 from rag_serving.config import RaglineConfig
 from rag_serving.index.store import IndexStore
 from rag_serving.mcp.auth import Access
-from rag_serving.mcp.documents import check_source, locate
+from rag_serving.mcp.documents import Located, check_source, locate
 from rag_serving.mcp.links import Edge, LinkGraphCache, Note
 from rag_serving.mcp.models import (
     BacklinkOut,
@@ -107,6 +107,19 @@ class RaglineService:
         engine = self.engine
         with self._read_lock:
             return run_search(engine, access, request, self._vocabularies)
+
+    def locate(
+        self,
+        access: Access,
+        *,
+        id: str | None = None,
+        source: str | None = None,
+        path: str | None = None,
+    ) -> Located:
+        """The indexed document (and chunk) named by ``id`` or ``source`` + ``path``, as
+        ``access`` may see it (for the tools in modules of their own)."""
+        with self._read_lock:
+            return self._locate(access, id, source, path)
 
     def _locate(self, access: Access, id: str | None, source: str | None, path: str | None) -> Any:
         """The indexed document (and chunk) a tool names, as this caller may see it;
