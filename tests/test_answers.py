@@ -275,3 +275,35 @@ def test_sentences_and_their_markers() -> None:
     assert split_sentences("Done. [1, 2]") == [("Done.", [1, 2])]
     assert content_words("The index is rebuilt by the daemon") == ["index", "rebuilt", "daemon"]
     assert content_words("索引を更新") == ["索", "引", "を", "更", "新"]
+
+
+def test_a_paraphrase_is_supported_by_meaning_an_invention_is_not() -> None:
+    import numpy as np
+
+    from rag_serving.answers.citations import Passage, check_citations
+    from rag_serving.embedders import create_embedder
+
+    embedder = create_embedder(RaglineConfig().embedder)
+
+    def embed(texts: list[str]) -> np.ndarray:
+        vectors = np.asarray(embedder.embed_documents(texts), dtype=np.float32)
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    excerpt = (
+        "To link to a heading in another note, add a hash (#) after the note name\n"
+        "in the link, followed by the heading text, for example [[Note#Heading]].\n"
+        "You can also link to blocks with ^."
+    )
+    passages = {1: Passage(1, excerpt, 10)}
+    paraphrase = (
+        "You point a link at a section of another note by writing a # and the section "
+        "title after the note's name [1]."
+    )
+    [said] = check_citations(paraphrase, passages, embed).sentences
+    assert said.lexical < 0.6 and said.semantic >= 0.72 and said.verdict == "supported"
+    assert said.span is not None and 10 <= said.span.line_start <= said.span.line_end <= 12
+    invented = "Obsidian syncs notes to the cloud every five minutes [1]."
+    [made_up] = check_citations(invented, passages, embed).sentences
+    assert made_up.verdict == "unsupported" and made_up.semantic < 0.5
+    [lexical] = check_citations(invented, passages, None).sentences  # without vectors
+    assert lexical.verdict == "unsupported"

@@ -28,6 +28,9 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 # Words that carry no claim (English; other languages count every word).
 _STOP = frozenset(
     [
+        "too",
+        "just",
+        "very",
         "a",
         "an",
         "and",
@@ -230,8 +233,14 @@ def lexical_overlap(claim: Sequence[str], passage: str) -> float:
 
 
 def _windows(passage: Passage) -> list[Span]:
+    """The passage's lines, and runs of ``WINDOW_LINES`` of them (a claim may draw on
+    one line or on a few)."""
     lines = passage.text.split("\n")
-    spans = []
+    spans = [
+        Span(passage.number, passage.line_start + i, passage.line_start + i, line.strip())
+        for i, line in enumerate(lines)
+        if len(line.split()) >= MIN_CLAIM_WORDS
+    ]
     step = max(WINDOW_LINES - 1, 1)
     for start in range(0, max(len(lines) - 1, 1), step):
         chunk = lines[start : start + WINDOW_LINES]
@@ -266,11 +275,18 @@ def check_citations(
             continue
         spans = [span for n in cites for span in _windows(passages[n])]
         wanted.append((sentence, words, spans))
+    # Meaning is compared only where the words alone do not show support: embedding
+    # every window of every cited excerpt was most of ask's own time.
+    unsure = [
+        (s, spans)
+        for s, words, spans in wanted
+        if max(lexical_overlap(words, passages[n].text) for n in s.cites) < LEXICAL_SUPPORT
+    ]
     vectors: dict[str, np.ndarray] = {}
-    if embed is not None and wanted:
-        texts = list(dict.fromkeys([s.text for s, _, _ in wanted] + [
-            span.text for _, _, spans in wanted for span in spans
-        ]))  # fmt: skip
+    if embed is not None and unsure:
+        texts = list(dict.fromkeys(
+            [s.text for s, _ in unsure] + [span.text for _, spans in unsure for span in spans]
+        ))  # fmt: skip
         vectors = dict(zip(texts, embed(texts), strict=True))
     for sentence, words, spans in wanted:
         best: tuple[float, float, Span] | None = None
@@ -279,7 +295,11 @@ def check_citations(
         )  # the claim may draw on several lines of one excerpt
         for span in spans:
             lexical = lexical_overlap(words, span.text)
-            semantic = float(np.dot(vectors[sentence.text], vectors[span.text])) if vectors else 0.0
+            semantic = (
+                float(np.dot(vectors[sentence.text], vectors[span.text]))
+                if sentence.text in vectors
+                else 0.0
+            )
             score = max(lexical, semantic)
             if best is None or score > max(best[0], best[1]):
                 best = (lexical, semantic, span)
