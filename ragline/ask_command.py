@@ -50,7 +50,11 @@ def run_ask(
         )
 
     def embed(texts: list[str]) -> np.ndarray:
-        vectors = np.asarray(engine.embedder.embed_documents(texts), dtype=np.float32)
+        # The query encoder is loaded already (the search used it): a few short texts
+        # cost less there than loading the document encoder.
+        vectors = np.stack(
+            [np.asarray(engine.embedder.embed_query(t), dtype=np.float32) for t in texts]
+        )
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.where(norms == 0, 1, norms)
 

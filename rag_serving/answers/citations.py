@@ -121,6 +121,8 @@ SEMANTIC_SUPPORT = 0.72
 SEMANTIC_MIN_LEXICAL = 0.25
 # Sentences with fewer content words than this state nothing to check ("In short:").
 MIN_CLAIM_WORDS = 3
+# Windows per claim compared by meaning: those sharing most words with it.
+EMBEDDED_SPANS = 8
 # Passage windows: a few lines of an excerpt, overlapping.
 WINDOW_LINES = 3
 
@@ -251,6 +253,13 @@ def _windows(passage: Passage) -> list[Span]:
     return spans or [Span(passage.number, passage.line_start, passage.line_start, passage.text)]
 
 
+def _likeliest(words: Sequence[str], spans: list[Span]) -> list[Span]:
+    """The ``EMBEDDED_SPANS`` windows sharing most words with the claim (embedding every
+    window of a long excerpt cost more than the search)."""
+    ranked = sorted(spans, key=lambda span: -lexical_overlap(words, span.text))
+    return ranked[:EMBEDDED_SPANS]
+
+
 def check_citations(
     answer: str,
     passages: dict[int, Passage],
@@ -278,7 +287,7 @@ def check_citations(
     # Meaning is compared only where the words alone do not show support: embedding
     # every window of every cited excerpt was most of ask's own time.
     unsure = [
-        (s, spans)
+        (s, _likeliest(words, spans))
         for s, words, spans in wanted
         if max(lexical_overlap(words, passages[n].text) for n in s.cites) < LEXICAL_SUPPORT
     ]
@@ -297,7 +306,7 @@ def check_citations(
             lexical = lexical_overlap(words, span.text)
             semantic = (
                 float(np.dot(vectors[sentence.text], vectors[span.text]))
-                if sentence.text in vectors
+                if sentence.text in vectors and span.text in vectors
                 else 0.0
             )
             score = max(lexical, semantic)

@@ -99,7 +99,9 @@ def ask(
     embedder = service.engine.embedder
 
     def embed(texts: list[str]) -> np.ndarray:
-        vectors = np.asarray(embedder.embed_documents(texts), dtype=np.float32)
+        # The query encoder is loaded already (the search used it): a few short texts
+        # cost less there than loading the document encoder.
+        vectors = np.stack([np.asarray(embedder.embed_query(t), dtype=np.float32) for t in texts])
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.where(norms == 0, 1, norms)
 
