@@ -7,12 +7,7 @@ no Ollama server can be installed here."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import socket
-import subprocess
-import sys
 import time
 import zipfile
 from collections.abc import Iterator
@@ -30,6 +25,7 @@ from rag_sources.errors import ConfigError
 from ragline.cli import cli
 from tests.conftest import SHARED_DATA
 from tests.feed_server import FeedServer, lan_address
+from tests.mcp_http_server import http_mcp_server
 from tests.ollama_standin import CHAT_MODEL, OllamaStandIn
 
 pytestmark = pytest.mark.shared_data
@@ -336,12 +332,6 @@ def test_clipping_goes_on_when_the_model_is_down(
 # ---- the MCP tool ------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def mcp_url(
     indexed: RaglineConfig, vault: Path, tmp_path_factory: pytest.TempPathFactory
@@ -354,31 +344,8 @@ def mcp_url(
     config = write_config(
         root, vault, indexed.data_dir, clip={"allow_hosts": ["127.0.0.1"]}, mcp={"tokens": tokens}
     )
-    port = free_port()
-    log = (root / "stderr.log").open("wb")
-    command = [sys.executable, "-m", "ragline.cli", "--config", str(config), "mcp", "--http"]
-    proc = subprocess.Popen(
-        [*command, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=log,
-        start_new_session=True, env=dict(os.environ),
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, (root / "stderr.log").read_text()
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+    with http_mcp_server(config, root / "stderr.log") as url:
+        yield url
 
 
 def test_the_mcp_tool_needs_write_permission_over_http(

@@ -4,10 +4,6 @@ DNS-rebinding protection. The server reads the shared sample index (never writes
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,16 +16,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from rag_serving.config import RaglineConfig
+from tests.mcp_http_server import http_mcp_server
 
 ALICE = "alice-token-0123456789abcdef"  # notes only
 BOB = "bob-token-fedcba9876543210xyz"  # journal only, given through an environment variable
 CAROL = "carol-token-everything-0123456"  # every source
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def write_token_config(directory: Path, config: RaglineConfig) -> Path:
@@ -68,36 +59,9 @@ def url(
     sample_index: RaglineConfig, tmp_path_factory: pytest.TempPathFactory, server_log: Path
 ) -> Iterator[str]:
     config = write_token_config(tmp_path_factory.mktemp("mcp-http"), sample_index)
-    port = free_port()
     env = dict(os.environ, RAGLINE_TEST_BOB_TOKEN=BOB)
-    command = [sys.executable, "-m", "ragline.cli", "--config", str(config), "mcp", "--http"]
-    log = server_log.open("wb")
-    proc = subprocess.Popen(
-        [*command, "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise AssertionError(server_log.read_text())
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+    with http_mcp_server(config, server_log, env) as url:
+        yield url
 
 
 def call(url: str, token: str, name: str, arguments: dict[str, Any], mode: str = "auto") -> Any:

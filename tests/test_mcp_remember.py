@@ -6,11 +6,7 @@ over stdio); a token limited to some sources learns nothing of the others."""
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,8 +22,8 @@ from rag_serving.config import RaglineConfig, RememberConfig
 from rag_serving.mcp import build_server
 from rag_serving.notes_inbox import MAX_SLUG_BYTES, MAX_TITLE_CHARS, slugify
 from tests.conftest import build_index
+from tests.mcp_http_server import http_mcp_server
 from tests.test_mcp_http import call as http_call
-from tests.test_mcp_http import free_port
 
 NOTES = {
     "Kubernetes.md": "# Rolling updates\n\nA Deployment replaces pods gradually.\n\n"
@@ -296,32 +292,8 @@ def url(index: RaglineConfig, tmp_path_factory: pytest.TempPathFactory) -> Itera
         mcp={"tokens": tokens},
         remember={"source": "notes", "folder": "inbox"},
     )
-    port = free_port()
-    log = (directory / "stderr.log").open("wb")
-    proc = subprocess.Popen(
-        [*SERVER, "--config", str(config_path), "mcp", "--http", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, (directory / "stderr.log").read_text()
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+    with http_mcp_server(config_path, directory / "stderr.log") as url:
+        yield url
 
 
 def test_over_http_a_token_without_write_is_refused(index: RaglineConfig, url: str) -> None:
