@@ -24,6 +24,7 @@ from rag_serving.notes_inbox import MAX_SLUG_BYTES, MAX_TITLE_CHARS, slugify
 from tests.conftest import build_index
 from tests.mcp_http_server import http_mcp_server
 from tests.test_mcp_http import call as http_call
+from tests.test_mcp_tools import call as call_tool
 
 NOTES = {
     "Kubernetes.md": "# Rolling updates\n\nA Deployment replaces pods gradually.\n\n"
@@ -91,16 +92,7 @@ def journal_of(config: RaglineConfig) -> Path:
 
 def call(config: RaglineConfig, name: str, arguments: dict[str, Any]) -> Any:
     """One tool call in-process; the structured output, or {"error": text}."""
-    server = build_server(config)
-
-    async def run() -> Any:
-        async with Client(server) as client:
-            result = await client.call_tool(name, arguments)
-        if result.is_error:
-            return {"error": result.content[0].text}
-        return result.structured_content
-
-    return anyio.run(run)
+    return call_tool(build_server(config), name, arguments)
 
 
 def first_hit(config: RaglineConfig, query: str, source: str) -> dict[str, Any]:
