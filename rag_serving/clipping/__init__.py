@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from rag_serving.clipping.autotags import AutoTags, known_tags, suggest_tags
 from rag_serving.config import RaglineConfig
+from rag_serving.notes_inbox import holds_notes
 from rag_sources.clipping.archive import clean_tags, find_clip, save
 from rag_sources.clipping.download import ClipError, download
 from rag_sources.clipping.extract import extract
@@ -85,7 +86,7 @@ def clip_target(config: RaglineConfig, source_name: str | None = None) -> ClipTa
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}; name a configured source of Markdown notes") from None
     folder = config.clip.folder
-    if not getattr(source, "path", None) or not type(source).claims_file(NOTE_PROBE):
+    if not holds_notes(source):
         raise ConfigError(
             f"{where} = {name!r}: that source does not hold Markdown notes; name a source "
             "of notes (a vault) for clippings"
