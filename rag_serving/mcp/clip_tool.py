@@ -11,10 +11,11 @@ from urllib.parse import urlsplit
 
 import httpx
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel, BeforeValidator, Field
+from pydantic import BaseModel, Field
 
 from rag_serving.clipping import clip
 from rag_serving.config import RaglineConfig
+from rag_serving.mcp.arguments import number
 from rag_serving.mcp.auth import Access
 from rag_serving.mcp.tool_errors import redact_paths
 from rag_sources.errors import RaglineError
@@ -37,12 +38,6 @@ keep waiting."""
 CLIP = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True
 )
-
-
-def _a_number(value: object) -> object:
-    if isinstance(value, str | bool):
-        raise ValueError("not a number")
-    return value
 
 
 class ClipOutput(BaseModel):
@@ -127,9 +122,8 @@ def register(server: Any, service: Any, call: Any) -> None:
             Field(description="The source of notes to save into (default: the server's)."),
         ] = None,
         wait_seconds: Annotated[
-            float,
-            Field(ge=0, le=3600, description="Seconds to wait for indexing (default 50)."),
-            BeforeValidator(_a_number),
+            number(0, 3600),
+            Field(description="Seconds to wait for indexing (default 50)."),
         ] = DEFAULT_WAIT_S,
     ) -> ClipOutput:
         return await call(run, url=url, tags=list(tags or []), source=source, wait_s=wait_seconds)

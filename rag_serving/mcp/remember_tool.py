@@ -13,9 +13,10 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel, Field, Strict
+from pydantic import BaseModel, Field
 
 from rag_serving.config import RaglineConfig
+from rag_serving.mcp.arguments import number
 from rag_serving.mcp.auth import Access
 from rag_serving.mcp.documents import Located, NotFoundError
 from rag_serving.mcp.models import DocRef
@@ -110,14 +111,11 @@ def register(server: Any, service: RaglineService, call: Any) -> None:
             Field(description="doc_ids or chunk_ids (from `search`) the note came from."),
         ] = None,
         wait_seconds: Annotated[
-            float,
+            number(0, MAX_WAIT_S),
             Field(
-                ge=0,
-                le=MAX_WAIT_S,
                 description=f"Seconds to wait for the note to be indexed (default "
                 f"{DEFAULT_WAIT_S:.0f}; 0: do not wait).",
             ),
-            Strict(),
         ] = DEFAULT_WAIT_S,
     ) -> RememberOutput:
         return await call(
