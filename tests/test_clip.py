@@ -356,7 +356,7 @@ def test_the_mcp_tool_needs_write_permission_over_http(
     url = site.url("/go/culture")
     before = clips(vault)
     refused = call(mcp_url, READER, "clip", {"url": url})
-    assert "needs write permission" in refused["error"]
+    assert "may not clip" in refused["error"]
     assert "write = true" in refused["error"] and "\n" not in refused["error"]
     assert clips(vault) == before
     local = call(mcp_url, WRITER, "clip", {"url": str(vault / "reading.md")})

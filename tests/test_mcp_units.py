@@ -166,3 +166,15 @@ def test_webserver_marker_needs_a_live_process(tmp_path: Path) -> None:
     assert running_webserver(config) == "http://127.0.0.1:3999"
     marker.write_text(json.dumps({"url": "http://127.0.0.1:3999", "pid": 2**22 + 12345}))
     assert running_webserver(config) is None  # `ragline ui` was killed: stale marker
+
+
+def test_a_refused_write_names_the_setting_that_grants_it() -> None:
+    from rag_serving.mcp.auth import ANONYMOUS_HTTP_USER, LOCAL_ACCESS, Access, write_refusal
+
+    assert write_refusal(Access(user="bob", can_write=True), "save notes") is None
+    stdio = write_refusal(LOCAL_ACCESS, "save notes") or ""
+    assert "stdio_write = true" in stdio
+    token = write_refusal(Access(user="bob", sources=frozenset({"notes"})), "save notes") or ""
+    assert "its token needs `write = true`" in token
+    anonymous = write_refusal(Access(user=ANONYMOUS_HTTP_USER), "clip") or ""
+    assert "--no-auth" in anonymous and "its token" not in anonymous

@@ -50,6 +50,31 @@ class Access:
 
 
 LOCAL_ACCESS = Access(user="local", sources=None, local=True)
+# HTTP on a loopback address without tokens (`ragline mcp --http --no-auth`).
+ANONYMOUS_HTTP_USER = "local-http"
+
+
+def write_refusal(access: Access, action: str) -> str | None:
+    """Why ``access`` may not ``action`` (e.g. "save notes"), naming the setting that
+    grants it; None when it may write."""
+    if access.can_write:
+        return None
+    if access.local:
+        return (
+            f"this server may not {action}: set `stdio_write = true` under [mcp] in its "
+            "config, then restart the client"
+        )
+    if access.user == ANONYMOUS_HTTP_USER:
+        return (
+            f"this server may not {action}: an HTTP server without tokens (--no-auth) never "
+            "writes; give the client a token with `write = true` in [[mcp.tokens]]"
+        )
+    return (
+        f"this client may not {action}: its token needs `write = true` in its "
+        "[[mcp.tokens]] entry of the server's config"
+    )
+
+
 NO_ACCESS = Access(user="anonymous", sources=frozenset())
 
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from rag_serving.clipping import clip
 from rag_serving.config import RaglineConfig
 from rag_serving.mcp.arguments import number
-from rag_serving.mcp.auth import Access
+from rag_serving.mcp.auth import Access, write_refusal
 from rag_serving.mcp.tool_errors import redact_paths
 from rag_sources.errors import RaglineError
 from rag_sources.net.fetch import url_reach
@@ -136,13 +136,9 @@ def register(server: Any, service: Any, call: Any) -> None:
 def check_may_clip(access: Access, config: RaglineConfig, source: str) -> None:
     """Refuse, in one line naming the setting that grants it, a caller that may not
     write, or may not see the clippings source."""
-    if not access.can_write:
-        setting = (
-            "[mcp] stdio_write = true in the server's config"
-            if access.local
-            else "write = true on this token's [[mcp.tokens]] entry in the server's config"
-        )
-        raise ClipRefused(f"clip saves files and needs write permission: set {setting}")
+    refusal = write_refusal(access, "clip (it saves files)")
+    if refusal is not None:
+        raise ClipRefused(refusal)
     if not access.can_see(source):
         raise ClipRefused(f"unknown source {source!r}; clip into a source this token may see")
 

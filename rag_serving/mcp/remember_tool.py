@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from rag_serving.config import RaglineConfig
 from rag_serving.mcp.arguments import number
-from rag_serving.mcp.auth import Access
+from rag_serving.mcp.auth import Access, write_refusal
 from rag_serving.mcp.documents import Located, NotFoundError
 from rag_serving.mcp.models import DocRef
 from rag_serving.mcp.search import obsidian_anchor
@@ -184,17 +184,9 @@ def save(
 
 def check_may_write(access: Access) -> None:
     """Refuse a caller without write permission, naming the setting that grants it."""
-    if access.can_write:
-        return
-    if access.local:
-        raise InboxError(
-            "this server may not save notes: set `stdio_write = true` under [mcp] in its "
-            "config, then restart the client"
-        )
-    raise InboxError(
-        "this client may not save notes: its token needs `write = true` in its "
-        "[[mcp.tokens]] entry of the server's config"
-    )
+    refusal = write_refusal(access, "save notes")
+    if refusal is not None:
+        raise InboxError(refusal)
 
 
 def inbox_source(config: RaglineConfig, access: Access) -> Any:

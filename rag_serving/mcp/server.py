@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from rag_serving.config import RaglineConfig
 from rag_serving.mcp.auth import (
+    ANONYMOUS_HTTP_USER,
     LOCAL_ACCESS,
     Access,
     ConfigTokenVerifier,
@@ -144,7 +145,7 @@ def _same_access(access: Access) -> Access:
 
 
 def _anonymous_full_access() -> Access:
-    return Access(user="local-http", sources=None, local=False)
+    return Access(user=ANONYMOUS_HTTP_USER, sources=None, local=False)
 
 
 def transport_security(host: str, port: int, allowed_hosts: list[str]) -> TransportSecuritySettings:
