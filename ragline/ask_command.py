@@ -6,19 +6,20 @@ from __future__ import annotations
 import sys
 import time
 
-import numpy as np
 from rich.markup import escape
 
-from rag_serving.answers import Answer, answer_question, context_budget, excerpts_from_hits
+from rag_serving.answers import (
+    Answer,
+    NothingToAnswerFrom,
+    answer_question,
+    context_budget,
+    excerpts_from_hits,
+    unit_vectors,
+)
 from rag_serving.config import RaglineConfig
 from rag_serving.llm import ChatModel
 from rag_serving.search import SearchEngine, SearchFilters
-from rag_sources.errors import RaglineError
 from ragline.output import console, print_json, safe_text
-
-
-class NothingToAnswerFrom(RaglineError):
-    """No indexed passage matches the question."""
 
 
 def run_ask(
@@ -49,20 +50,18 @@ def run_ask(
             "fewer filters, or `ragline status` to see what is indexed)"
         )
 
-    def embed(texts: list[str]) -> np.ndarray:
-        # The query encoder is loaded already (the search used it): a few short texts
-        # cost less there than loading the document encoder.
-        vectors = np.stack(
-            [np.asarray(engine.embedder.embed_query(t), dtype=np.float32) for t in texts]
-        )
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return vectors / np.where(norms == 0, 1, norms)
-
     def stream(piece: str) -> None:
         sys.stdout.write(piece)
         sys.stdout.flush()
 
-    answer = answer_question(question, excerpts, chat, embed, None if as_json else stream, timings)
+    answer = answer_question(
+        question,
+        excerpts,
+        chat,
+        unit_vectors(engine.embedder),
+        None if as_json else stream,
+        timings,
+    )
     if as_json:
         print_json(answer.as_json())
     else:

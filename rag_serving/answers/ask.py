@@ -14,8 +14,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from rag_serving.answers.citations import CitationCheck, Passage, check_citations
 from rag_serving.llm import ChatModel
+from rag_sources.errors import RaglineError
 
 # Characters per token for the budget (English prose with a BERT-like tokenizer ~4;
 # code and non-Latin text fewer): three keeps the prompt inside the window.
@@ -30,6 +33,23 @@ After every sentence that states a fact, cite the excerpt(s) it comes from as [n
 e.g. "Backups run nightly [2]." Cite only excerpts that say what the sentence says.
 If the excerpts do not contain the answer, say so in one sentence and cite nothing.
 Answer in the language of the question, briefly."""
+
+
+class NothingToAnswerFrom(RaglineError):
+    """No indexed passage (that the caller may see) matches the question."""
+
+
+def unit_vectors(embedder: Any) -> Callable[[list[str]], np.ndarray]:
+    """Unit vectors of texts for the citation check, from the embedder's query encoder:
+    the search has just loaded it, and a few short texts cost less there than loading
+    the document encoder."""
+
+    def embed(texts: list[str]) -> np.ndarray:
+        vectors = np.stack([np.asarray(embedder.embed_query(t), dtype=np.float32) for t in texts])
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.where(norms == 0, 1, norms)
+
+    return embed
 
 
 @dataclass

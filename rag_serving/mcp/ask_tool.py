@@ -6,15 +6,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from rag_serving.answers import answer_question, context_budget, excerpts_from_hits
+from rag_serving.answers import (
+    NothingToAnswerFrom,
+    answer_question,
+    context_budget,
+    excerpts_from_hits,
+    unit_vectors,
+)
 from rag_serving.llm import ChatModel
 from rag_serving.mcp.arguments import whole
 from rag_serving.mcp.search import SearchRequest
-from rag_sources.errors import RaglineError
 
 if TYPE_CHECKING:
     from rag_serving.mcp.auth import Access
@@ -61,10 +65,6 @@ class AskOutput(BaseModel):
     )
 
 
-class NothingToAnswerFrom(RaglineError):
-    """No indexed passage the caller may see matches the question."""
-
-
 def ask(
     service: RaglineService,
     access: Access,
@@ -96,34 +96,33 @@ def ask(
     excerpts = excerpts_from_hits(found.hits)
     if not excerpts:
         raise NothingToAnswerFrom(f"nothing you can search matches {question!r}; no answer")
-    embedder = service.engine.embedder
-
-    def embed(texts: list[str]) -> np.ndarray:
-        # The query encoder is loaded already (the search used it): a few short texts
-        # cost less there than loading the document encoder.
-        vectors = np.stack([np.asarray(embedder.embed_query(t), dtype=np.float32) for t in texts])
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return vectors / np.where(norms == 0, 1, norms)
-
-    answer = answer_question(question, excerpts, chat, embed)
-    data = answer.as_json()
+    answer = answer_question(question, excerpts, chat, unit_vectors(service.engine.embedder))
+    cited = answer.check.cited
     return AskOutput(
         question=question,
         model=answer.model,
         answer=answer.text,
         citations=[
             AskCitation(
-                **{k: v for k, v in c.items() if k != "lines"},
-                line_start=c["lines"][0],
-                line_end=c["lines"][1],
+                n=e.number,
+                cited=e.number in cited,
+                source=e.source,
+                path=e.path,
+                title=e.title,
+                location=e.location,
+                section=e.section,
+                line_start=e.line_start,
+                line_end=e.line_end,
+                chunk_id=e.chunk_id,
+                doc_id=e.doc_id,
             )
-            for c in data["citations"]
+            for e in answer.excerpts
         ],
         sentences=[
             AskSentence(text=s.text, cites=s.cites, verdict=s.verdict, reason=s.reason)
             for s in answer.check.sentences
         ],
-        all_supported=data["verdict"]["all_supported"],
+        all_supported=answer.check.as_json()["all_supported"],
     )
 
 
