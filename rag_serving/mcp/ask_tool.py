@@ -9,14 +9,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from rag_serving.answers import (
-    NothingToAnswerFrom,
-    answer_question,
-    context_budget,
-    excerpts_from_hits,
-    unit_vectors,
-)
-from rag_serving.llm import ChatModel
 from rag_serving.mcp.arguments import whole
 from rag_serving.mcp.search import SearchRequest
 
@@ -79,6 +71,17 @@ def ask(
     before: str | None,
 ) -> AskOutput:
     """Search as ``access`` may, then answer from the hits' contexts."""
+    # Here, not at the top: the tool is off by default, and a server that does not
+    # offer it need not load the answering code at start-up.
+    from rag_serving.answers import (
+        NothingToAnswerFrom,
+        answer_question,
+        context_budget,
+        excerpts_from_hits,
+        unit_vectors,
+    )
+    from rag_serving.llm import ChatModel
+
     chat = ChatModel(service.config.llm)
     _ = chat.model  # no model: say how to set one up before searching
     request = SearchRequest(

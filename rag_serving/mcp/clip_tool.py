@@ -13,7 +13,6 @@ import httpx
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from rag_serving.clipping import clip
 from rag_serving.config import RaglineConfig
 from rag_serving.mcp.arguments import number
 from rag_serving.mcp.auth import Access, write_refusal
@@ -69,6 +68,8 @@ def register(server: Any, service: Any, call: Any) -> None:
     def run(
         access: Access, url: str, tags: list[str], source: str | None, wait_s: float
     ) -> ClipOutput:
+        from rag_serving.clipping import clip  # loaded only by a server that clips
+
         check_may_clip(access, config, source or config.clip.source or "")
         clipped = clip(
             config,
