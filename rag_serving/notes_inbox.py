@@ -16,7 +16,6 @@ file name of ``MAX_SLUG_BYTES`` UTF-8 bytes before ``-N.md``.
 from __future__ import annotations
 
 import os
-import re
 import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,22 +25,15 @@ import yaml
 
 from rag_sources.config import FileSourceConfig
 from rag_sources.errors import RaglineError
+from rag_sources.naming import clean_tags, file_slug
 from rag_sources.scanning import may_change_source, source_root
 
 MAX_TITLE_CHARS = 200
 MAX_BODY_CHARS = 100_000
 MAX_TAGS = 20
-MAX_TAG_CHARS = 64
-MAX_SLUG_BYTES = 120
 # Names tried before giving up (`note`, `note-2` … `note-1000`).
 MAX_NAME_TRIES = 1000
 NOTE_SUFFIX = ".md"
-# A tag as Obsidian writes one: letters, digits, '_', '-' and '/' for nested tags.
-_TAG = re.compile(r"[\w/-]+")
-# Names Windows keeps for devices: a vault synced there could not hold the file.
-_RESERVED_NAMES = {"con", "prn", "aux", "nul"} | {
-    f"{p}{n}" for p in ("com", "lpt") for n in range(10)
-}
 
 
 class InboxError(RaglineError):
@@ -94,32 +86,10 @@ def check_body(body: str) -> str:
 
 
 def check_tags(tags: list[str]) -> list[str]:
-    """Tags without a leading '#', each once, in their order."""
+    """Tags as the Markdown parser keeps them (``rag_sources.naming``), each once."""
     if len(tags) > MAX_TAGS:
         raise InboxError(f"{len(tags)} tags given; the limit is {MAX_TAGS}")
-    out: list[str] = []
-    for raw in tags:
-        tag = raw.strip().lstrip("#")
-        if len(tag) > MAX_TAG_CHARS or not _TAG.fullmatch(tag) or tag.replace("/", "").isdigit():
-            raise InboxError(
-                f"{raw!r} is not a tag: use up to {MAX_TAG_CHARS} letters, digits, '_', '-' "
-                "and '/' (for nested tags), not only digits"
-            )
-        if tag not in out:
-            out.append(tag)
-    return out
-
-
-def slugify(title: str) -> str:
-    """A file name stem for ``title``: lowercase letters and digits of any script
-    joined by '-', at most ``MAX_SLUG_BYTES`` bytes; 'note' when nothing is left."""
-    text = unicodedata.normalize("NFKC", title).lower()
-    slug = "-".join("".join(c if c.isalnum() else " " for c in text).split())
-    encoded = slug.encode("utf-8")[:MAX_SLUG_BYTES]
-    slug = encoded.decode("utf-8", "ignore").strip("-")
-    if not slug:
-        return "note"
-    return f"{slug}-note" if slug in _RESERVED_NAMES else slug
+    return clean_tags(tags)
 
 
 def note_text(
@@ -192,7 +162,7 @@ def open_inbox(source: FileSourceConfig, folder: str) -> Inbox:
 
 def save_note(inbox: Inbox, title: str, text: str) -> SavedNote:
     """Write ``text`` to a new file named after ``title`` in ``inbox``; never overwrites."""
-    slug = slugify(title)
+    slug = file_slug(title, "note")
     for n in range(1, MAX_NAME_TRIES + 1):
         name = f"{slug}{NOTE_SUFFIX}" if n == 1 else f"{slug}-{n}{NOTE_SUFFIX}"
         path = inbox.folder / name

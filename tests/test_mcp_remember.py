@@ -20,7 +20,8 @@ from mcp.client.stdio import StdioServerParameters
 
 from rag_serving.config import RaglineConfig, RememberConfig
 from rag_serving.mcp import build_server
-from rag_serving.notes_inbox import MAX_SLUG_BYTES, MAX_TITLE_CHARS, slugify
+from rag_serving.notes_inbox import MAX_TITLE_CHARS
+from rag_sources.naming import MAX_SLUG_BYTES, file_slug
 from tests.conftest import build_index
 from tests.mcp_http_server import http_mcp_server
 from tests.test_mcp_http import call as http_call
@@ -188,10 +189,12 @@ def test_a_title_cannot_place_the_note_outside_its_folder(
 
 
 def test_slugs_are_bounded_and_keep_any_script() -> None:
-    assert slugify("Заметка о Kubernetes 2024") == "заметка-о-kubernetes-2024"
-    assert slugify("会议记录：部署") == "会议记录-部署"
-    assert slugify("???") == "note"
-    assert len(slugify("長" * 500).encode()) <= MAX_SLUG_BYTES
+    assert file_slug("Заметка о Kubernetes 2024", "note") == "заметка-о-kubernetes-2024"
+    assert file_slug("会议记录：部署", "note") == "会议记录-部署"
+    assert file_slug("Café: “Déjà vu”!", "clip") == "café-déjà-vu"
+    assert file_slug("CON", "note") == "con-note"
+    assert file_slug("???", "note") == "note"
+    assert len(file_slug("長" * 500, "note").encode()) <= MAX_SLUG_BYTES
 
 
 def test_an_inbox_linked_outside_the_source_is_refused(index: RaglineConfig) -> None:
@@ -220,7 +223,7 @@ def test_bad_input_is_one_line_and_writes_nothing(index: RaglineConfig) -> None:
         "the title is empty": {"title": "  "},
         "keep it on one line": {"title": "two\nlines"},
         f"keep it under {MAX_TITLE_CHARS}": {"title": "t" * (MAX_TITLE_CHARS + 1)},
-        "is not a tag": {"title": "t", "tags": ["has space"]},
+        "is not a usable tag": {"title": "t", "tags": ["semi;colon"]},
         "21 tags given": {"title": "t", "tags": [f"t{i}" for i in range(21)]},
         "51 links given": {"title": "t", "links": [f"{i:016x}" for i in range(51)]},
         "link '0123456789abcdef' is no doc_id or chunk_id": {

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any
 from rag_serving.clipping.autotags import AutoTags, known_tags, suggest_tags
 from rag_serving.config import RaglineConfig
 from rag_serving.notes_inbox import holds_notes
-from rag_sources.clipping.archive import clean_tags, find_clip, save
+from rag_sources.clipping.archive import find_clip, save
 from rag_sources.clipping.download import ClipError, download
 from rag_sources.clipping.extract import extract
 from rag_sources.config import FileSourceConfig
 from rag_sources.errors import ConfigError, IndexNotBuiltError
+from rag_sources.naming import clean_tags
 from rag_sources.scanning import may_change_source, source_root
 
 if TYPE_CHECKING:

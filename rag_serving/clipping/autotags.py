@@ -12,9 +12,9 @@ from pydantic import BaseModel, Field
 
 from rag_serving.config import RaglineConfig
 from rag_serving.llm import ChatModel, LlmError
-from rag_sources.clipping.archive import clean_tags
 from rag_sources.clipping.extract import Extracted
 from rag_sources.errors import RaglineError
+from rag_sources.naming import clean_tags
 
 if TYPE_CHECKING:
     from rag_serving.search import SearchEngine

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,14 +16,12 @@ import yaml
 
 from rag_sources.clipping.download import ClipError
 from rag_sources.clipping.extract import Extracted, normalized_url
+from rag_sources.naming import file_slug
 
-MAX_SLUG_CHARS = 80
 MAX_SAME_NAME = 1000  # notes of one month with the same slug
 # Finding an earlier clip reads the start of each note of the folder, up to these caps.
 MAX_SCANNED_NOTES = 20_000
 HEAD_BYTES = 8192
-TAG_RE = re.compile(r"^[\w][\w/-]*$")
-MAX_TAG_CHARS = 64
 
 
 @dataclass(frozen=True)
@@ -33,34 +30,6 @@ class Saved:
 
     note: str
     attachment: str | None = None
-
-
-def slug(text: str) -> str:
-    """A file name for ``text``: ASCII letters and digits joined by '-' (letters of
-    other scripts kept), at most ``MAX_SLUG_CHARS``."""
-    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
-    source = ascii_text if re.search(r"\w", ascii_text) else text
-    words = re.findall(r"\w+", source.lower())
-    name = "-".join(words)[:MAX_SLUG_CHARS].strip("-_")
-    return name or "clip"
-
-
-def clean_tags(raw: Iterable[str]) -> list[str]:
-    """Tags as the markdown parser keeps them (lower case, no '#', words joined by '-'),
-    each once; anything that cannot be a tag raises ``ClipError``."""
-    tags: list[str] = []
-    for value in raw:
-        tag = "-".join(value.strip().lstrip("#").strip("/").lower().split())
-        if not tag:
-            continue
-        if len(tag) > MAX_TAG_CHARS or not TAG_RE.match(tag) or tag.replace("/", "").isdigit():
-            raise ClipError(
-                f"{value!r} is not a usable tag: use letters, digits, '-', '_' and '/' "
-                f"(not digits alone), at most {MAX_TAG_CHARS} characters"
-            )
-        if tag not in tags:
-            tags.append(tag)
-    return tags
 
 
 def find_clip(folder: Path, urls: Iterable[str]) -> Path | None:
@@ -150,7 +119,7 @@ def save(
         raise ClipError(
             f"cannot create {month} ({exc.strerror or exc}); check its permissions"
         ) from None
-    base = slug(clip.title)
+    base = file_slug(clip.title, "clip")
     for n in range(1, MAX_SAME_NAME + 1):
         stem = base if n == 1 else f"{base}-{n}"
         note = month / f"{stem}.md"

@@ -5,7 +5,6 @@ from its metadata."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -16,10 +15,7 @@ from rag_sources.clipping.download import ClipError, Download
 from rag_sources.formats.html import decode_html, html_text
 from rag_sources.formats.model import ItemSkipped
 
-MAX_JSON_LD_CHARS = 200_000  # of one <script type="application/ld+json">; longer: ignored
 MAX_FIELD_CHARS = 300  # of a title or an author kept
-_ARTICLE_TYPES = ("article", "newsarticle", "blogposting", "techarticle", "scholarlyarticle",
-                  "webpage", "report", "creativework")  # fmt: skip
 # Text that markdown would read as a tag ("#word") or a wikilink ("[[x]]") of the note.
 _HASHTAG = re.compile(r"(?<!\S)#(?=[\w/-])")
 _WIKILINK_OPEN = re.compile(r"\[\[")
@@ -69,16 +65,16 @@ def _page(got: Download, max_depth: int | None) -> Extracted:
     body = "\n\n".join(_markdown_inert(block) for block in text.blocks)
     if not body.strip():
         raise ClipError(f"{got.url}: the page has no text to keep (a page built by scripts?)")
-    meta = _head_metadata(html)
+    meta = text.metadata
     canonical = _absolute(meta.get("canonical"), got.final_url) or got.final_url
     title = meta.get("title") or text.title or got.name or urlsplit(got.final_url).netloc
     return Extracted(
         title=_field(title) or "Untitled page",
         canonical_url=normalized_url(canonical),
-        author=_field(meta.get("author") or text.metadata.get("author")),
-        published=_day(meta.get("published") or text.metadata.get("date")),
+        author=_field(meta.get("author")),
+        published=_day(meta.get("date")),
         body=body,
-        description=_field(meta.get("description") or text.metadata.get("description")),
+        description=_field(meta.get("description")),
     )
 
 
@@ -92,101 +88,6 @@ def _markdown_inert(block: str) -> str:
         rest = _WIKILINK_OPEN.sub(r"[\\[", _HASHTAG.sub(r"\\#", rest))
         lines.append(head + rest)
     return "\n".join(lines)
-
-
-def _head_metadata(html: str) -> dict[str, str]:
-    """Title, author, published date, description and canonical URL as the page's
-    head declares them: JSON-LD first, then OpenGraph / article meta, then the rest."""
-    from selectolax.lexbor import LexborHTMLParser
-
-    tree = LexborHTMLParser(html)
-    found: dict[str, str] = {}
-    for key, value in _json_ld(tree).items():
-        found.setdefault(key, value)
-    wanted = {
-        "og:title": "title",
-        "twitter:title": "title",
-        "article:author": "author",
-        "author": "author",
-        "og:article:author": "author",
-        "article:published_time": "published",
-        "og:article:published_time": "published",
-        "datepublished": "published",
-        "citation_publication_date": "published",
-        "dc.date": "published",
-        "og:url": "og_url",
-        "og:description": "description",
-        "description": "description",
-    }
-    for meta in tree.css("meta"):
-        attrs = meta.attributes
-        name = (attrs.get("property") or attrs.get("name") or attrs.get("itemprop") or "").lower()
-        content = " ".join((attrs.get("content") or "").split())
-        key = wanted.get(name.strip())
-        # article:author is often a profile URL; a name is what a reader wants.
-        if key == "author" and content.startswith(("http://", "https://")):
-            continue
-        if key and content:
-            found.setdefault(key, content)
-    for link in tree.css("link"):
-        rel = (link.attributes.get("rel") or "").lower().split()
-        href = (link.attributes.get("href") or "").strip()
-        if "canonical" in rel and href:
-            found.setdefault("canonical", href)
-    if "og_url" in found:
-        found.setdefault("canonical", found["og_url"])
-    return found
-
-
-def _json_ld(tree: Any) -> dict[str, str]:
-    """Headline, author, published date and URL of the page's first JSON-LD article."""
-    for script in tree.css('script[type="application/ld+json"]'):
-        raw = script.text(deep=True) or ""
-        if len(raw) > MAX_JSON_LD_CHARS:
-            continue
-        try:
-            data = json.loads(raw)
-        except (ValueError, RecursionError):
-            continue
-        for item in _ld_items(data):
-            kinds = item.get("@type")
-            kinds = kinds if isinstance(kinds, list) else [kinds]
-            if not any(str(k).lower() in _ARTICLE_TYPES for k in kinds):
-                continue
-            found: dict[str, str] = {}
-            for key, target in (("headline", "title"), ("name", "title"),
-                                ("datePublished", "published"), ("url", "og_url"),
-                                ("description", "description")):  # fmt: skip
-                value = item.get(key)
-                if isinstance(value, str) and value.strip() and target not in found:
-                    found[target] = " ".join(value.split())
-            author = _ld_author(item.get("author"))
-            if author:
-                found["author"] = author
-            if found:
-                return found
-    return {}
-
-
-def _ld_items(data: Any) -> list[dict[str, Any]]:
-    if isinstance(data, dict):
-        graph = data.get("@graph")
-        return [d for d in graph if isinstance(d, dict)] if isinstance(graph, list) else [data]
-    if isinstance(data, list):
-        return [d for d in data[:50] if isinstance(d, dict)]
-    return []
-
-
-def _ld_author(value: Any) -> str | None:
-    authors = value if isinstance(value, list) else [value]
-    names = []
-    for author in authors[:10]:
-        if isinstance(author, str):
-            names.append(author)
-        elif isinstance(author, dict) and isinstance(author.get("name"), str):
-            names.append(author["name"])
-    names = [" ".join(n.split()) for n in names if n.strip()]
-    return ", ".join(names) or None
 
 
 def _pdf(got: Download) -> Extracted:
