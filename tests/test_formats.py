@@ -260,6 +260,7 @@ def test_html_main_text_headings_and_title(tmp_path: Path) -> None:
     assert "Part | Material\nShaft | Steel" in body
     assert "```\npump.start()\npump.stop()\n```" in body
     assert "\\# not a heading" in body
+
     for dropped in (
         "tracking",
         "color",
@@ -271,6 +272,25 @@ def test_html_main_text_headings_and_title(tmp_path: Path) -> None:
     ):
         assert dropped not in body, dropped
     assert doc.sections == ()
+
+
+def test_an_html_pages_json_ld_and_canonical_link_are_its_metadata(tmp_path: Path) -> None:
+    ld = (
+        '{"@context": "https://schema.org", "@type": "NewsArticle", "headline": "Pumps",'
+        ' "datePublished": "2021-03-04", "author": [{"name": "Ada"}, {"name": "Grace"}]}'
+    )
+    path = tmp_path / "page.html"
+    path.write_text(
+        f'<html><head><script type="application/ld+json">{ld}</script>'
+        '<meta property="article:author" content="https://example.com/ada">'
+        '<link rel="canonical" href="https://example.com/pumps"></head>'
+        "<body><p>Pumps move water.</p></body></html>",
+        encoding="utf-8",
+    )
+    doc = parse(path)
+    assert doc.metadata["author"] == "Ada, Grace"  # not the profile URL
+    assert doc.metadata["date"] == "2021-03-04"
+    assert doc.metadata["canonical"] == "https://example.com/pumps"
 
 
 def test_html_div_soup_drops_menus_and_uses_h1_title(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_sources.charsets import decode_declared, markup_charset
+from rag_sources.formats.html_head import head_metadata
 from rag_sources.formats.model import ItemError, ItemSkipped, ParsedDocument, ParseOptions
 from rag_sources.formats.text import (
     BINARY_SNIFF_BYTES,
@@ -483,35 +484,6 @@ def _marked(root: Any, ids: set[str], layout: set[int]) -> dict[int, list[str]]:
     return found
 
 
-def _meta(tree: Any) -> dict[str, Any]:
-    metadata: dict[str, Any] = {}
-    wanted = {
-        "author": "author",
-        "dc.creator": "author",
-        "description": "description",
-        "dc.description": "description",
-        "og:description": "description",
-        "keywords": "keywords",
-        "date": "date",
-        "dc.date": "date",
-        "dcterms.created": "date",
-        "article:published_time": "date",
-        "citation_publication_date": "date",
-    }
-    for meta in tree.css("meta"):
-        attrs = meta.attributes
-        name = (attrs.get("name") or attrs.get("property") or "").strip().lower()
-        key = wanted.get(name)
-        content = " ".join((attrs.get("content") or "").split())
-        if key and content and key not in metadata:
-            metadata[key] = content
-    html = tree.css_first("html")
-    lang = (html.attributes.get("lang") or "").strip() if html is not None else ""
-    if lang:
-        metadata["language"] = lang
-    return metadata
-
-
 def html_text(
     html: str,
     boilerplate: bool = True,
@@ -535,7 +507,7 @@ def html_text(
     limit = DEFAULT_LIMITS.max_nesting_depth if max_depth is None else max(1, max_depth)
     html, removed = cap_depth(_strip_internal_subset(html), limit)
     tree = LexborHTMLParser(html)
-    result = HtmlText(metadata=_meta(tree))
+    result = HtmlText(metadata=head_metadata(tree))
     title_node = tree.css_first("head > title") or tree.css_first("title")
     title = " ".join((title_node.text() or "").split()) if title_node is not None else ""
     root = tree.body if tree.body is not None else tree.root
