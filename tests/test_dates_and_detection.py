@@ -204,6 +204,13 @@ def test_frontmatter_date_comes_before_created_and_an_unreadable_one_falls_throu
     assert any("'date' is not a date" in w for w in note.warnings)
 
 
+def test_a_clips_published_day_dates_it_and_a_published_flag_is_passed_over() -> None:
+    clip = b"---\npublished: 2019-06-01\ncreated: 2026-11-27\n---\nx\n"  # Web Clipper's keys
+    assert parse_markdown(clip, "a.md").created == datetime(2019, 6, 1, tzinfo=UTC)
+    post = parse_markdown(b"---\npublished: false\ncreated: 2024-01-10\n---\nx\n", "a.md")
+    assert post.created == datetime(2024, 1, 10, tzinfo=UTC) and not post.warnings
+
+
 EDITED_LATER = datetime(2026, 2, 1, tzinfo=UTC).timestamp()
 UNDATED_MTIME = datetime(2025, 5, 5, tzinfo=UTC).timestamp()
 NOTES = {

@@ -68,8 +68,13 @@ HEADING_SOURCE_FACTOR = 8
 _HEADING_CHARS = "ragline_heading_chars"  # the cap, passed to the parser in ``env``
 
 # A note's own date, first found first: ``date`` names the day a note is about (a
-# meeting, a Jekyll or Hugo post), ``created`` when it was written.
-_CREATED_KEYS = ("date", "created", "created_at", "date created")
+# meeting, a Jekyll or Hugo post), ``published`` the day a clipped page was (ragline's
+# clips, Obsidian Web Clipper: its ``created`` is the day of the clip), ``created``
+# when it was written.
+_CREATED_KEYS = ("date", "published", "created", "created_at", "date created")
+# Keys that also serve as flags elsewhere (Jekyll's ``published: false``): a yes/no
+# there is passed over in silence.
+_FLAG_KEYS = frozenset({"published"})
 _UPDATED_KEYS = ("updated", "modified", "last_modified", "updated_at", "date modified")
 
 
@@ -412,6 +417,8 @@ def _first_date(meta: dict[str, Any], keys: Sequence[str], warnings: list[str]) 
     for key in keys:
         real = key if key in meta else lowered.get(key)
         if real is None or meta[real] in (None, "", []):
+            continue
+        if key in _FLAG_KEYS and isinstance(meta[real], bool):
             continue
         found = _to_datetime(str(real), meta[real], warnings)
         if found is not None:
