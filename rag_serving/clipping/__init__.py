@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rag_serving.clipping.autotags import AutoTags, known_tags, suggest_tags
+from rag_serving.llm.tags import AutoTags, known_tags, suggest_tags
 from rag_serving.config import RaglineConfig
 from rag_serving.notes_inbox import holds_notes
 from rag_sources.clipping.archive import find_clip, save
