@@ -63,6 +63,8 @@ class FileSourceConfig(Strict):
     language: str = "auto"
     # Caps on one item: ``[limits]`` with this source's ``[sources.limits]`` over it.
     limits: Limits = Limits()
+    # Ask the [llm] model for tags of each document added after the first index.
+    auto_tags: bool = False
 
     @field_validator("language")
     @classmethod

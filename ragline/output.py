@@ -156,6 +156,8 @@ def outcome_line(o: SourceRunOutcome) -> str:
     tail = f"; {state}" if state else ""
     if problems is not None and problems.total:
         tail += " — `ragline status` lists them"
+    if docs.get("auto_tags"):
+        tail += f"; {safe_text(str(docs['auto_tags']))}"
     if o.deferred_pass:
         return (
             f"{mark} {safe_text(o.source)} (deferred pass: OCR): {docs.get('changed', 0)} "

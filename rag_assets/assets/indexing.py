@@ -29,6 +29,7 @@ from rag_assets.recovery import claimed_step
 from rag_assets.resources import EmbedderResource, IndexStoreResource, RaglineConfigResource
 from rag_assets.run_failures import NothingIndexed, readable_failure
 from rag_assets.sources import SourceKind, source_kind
+from rag_assets.stages.autotag import DocumentTagger
 from rag_assets.stages.chunk import chunk_source
 from rag_assets.stages.embed import target_generation
 from rag_assets.stages.fulltext import sync_fulltext
@@ -236,7 +237,10 @@ def parsed_documents(
             run_id=context.run_id,
             deferred_pass=is_deferred_pass(context),
             only=run_scope(context),
+            tagger=DocumentTagger.for_source(store, source, config.llm),
         )
+        if "auto-tags skipped" in str(result.extra.get("auto_tags", "")):
+            context.log.warning(f"{source.name}: {result.extra['auto_tags']}")
         found = [(p.path, p.severity, p.message) for p in result.problems]
         report_problems(source.name, found)
         # One summary: an event per problem costs seconds per thousand items (a committed

@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from rag_assets.progress import report
 from rag_assets.sources import SourceKind
+from rag_assets.stages.autotag import DocumentTagger
 from rag_assets.stages.result import FileProblem, StageResult, return_freed_memory, utcnow
 from rag_assets.stages.scan import PROBLEM_MARKS, UNAVAILABLE_MARK
 from rag_serving.index import schema as schemas
@@ -56,9 +57,11 @@ def parse_source(
     run_id: str,
     deferred_pass: bool = False,
     only: set[str] | None = None,
+    tagger: DocumentTagger | None = None,
 ) -> StageResult:
     """Bring ``documents`` and ``file_issues`` in line with the ``files`` table (for
-    the doc ids ``only``, when given: a watch run's changed items)."""
+    the doc ids ``only``, when given: a watch run's changed items); ``tagger`` adds
+    the model's tags (``auto_tags``)."""
     result = StageResult()
     name = kind.config.name
     scope = f"source = {sql_string(name)}"
@@ -120,6 +123,8 @@ def parse_source(
                 result.rebuilt += 1
             else:
                 result.changed += 1
+            if tagger is not None:
+                tagger.apply(outcome, new=before is None)
             notice = _notice(outcome)
             if notice is not None:
                 result.problems.append(FileProblem(file["path"], *notice))
@@ -134,6 +139,8 @@ def parse_source(
                 _issue(name, file, outcome.severity, outcome.message, version, run_id, now)
             )
         if len(pending_ids) >= COMMIT_DOCUMENTS or pending_bytes >= COMMIT_BYTES:
+            if tagger is not None:
+                tagger.flush()
             _write_documents(store, scope, pending, pending_ids)
             pending, pending_ids, pending_bytes = [], [], 0
         if position % 100 == 0:
@@ -143,6 +150,11 @@ def parse_source(
     # Documents are written a batch at a time, each batch in one commit (with the
     # removal of documents whose items now fail or are skipped); documents of deleted
     # items go with the last batch. Issues are few: they change in one commit.
+    if tagger is not None:
+        tagger.flush(gone)
+        summary = tagger.summary()
+        if summary:
+            result.extra["auto_tags"] = summary
     if pending or pending_ids or gone:
         _write_documents(store, scope, pending, pending_ids, gone)
     done_ids = [f["doc_id"] for f in todo]

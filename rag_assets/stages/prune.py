@@ -8,6 +8,7 @@ from rag_sources.where import sql_string
 
 SOURCE_TABLES = (
     "files", "documents", "file_issues", "staged_chunks", "source_state", "run_failures",
+    "model_tags",
 )  # fmt: skip
 
 

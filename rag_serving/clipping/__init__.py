@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rag_serving.llm.tags import AutoTags, known_tags, suggest_tags
 from rag_serving.config import RaglineConfig
+from rag_serving.llm.tags import AutoTags, TagSubject, known_tags, suggest_tags
 from rag_serving.notes_inbox import holds_notes
 from rag_sources.clipping.archive import find_clip, save
 from rag_sources.clipping.download import ClipError, download
@@ -146,7 +146,9 @@ def clip(
         )
     tagging: AutoTags | None = None
     if settings.auto_tags:
-        tagging = suggest_tags(config, page, _known_tags(engine, visible))
+        details = [f"Author: {page.author or 'unknown'}", f"URL: {page.canonical_url}"]
+        subject = TagSubject(page.title, page.body, details)
+        tagging = suggest_tags(config, subject, _known_tags(engine, visible))
     merged = list(dict.fromkeys([*given, *(tagging.tags if tagging else [])]))
     fetched = (now or datetime.now(UTC)).astimezone(UTC).replace(microsecond=0)
     saved = save(
@@ -190,7 +192,7 @@ def _known_tags(
     if engine is None:
         return []
     try:
-        return known_tags(engine(), visible)
+        return known_tags(engine().store, visible)
     except IndexNotBuiltError:
         return []
 

@@ -139,6 +139,20 @@ SOURCE_STATE = pa.schema(
     ]
 )
 
+# Tags the [llm] model gave a source's new documents (``auto_tags``): merged into the
+# document's own tags each time it is parsed, so an edit keeps them, and the model is
+# asked once per document.
+MODEL_TAGS = pa.schema(
+    [
+        _key("doc_id"),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("path", pa.string()),
+        pa.field("tags", pa.list_(pa.string())),
+        pa.field("model", pa.string()),
+        pa.field("tagged_at", TIMESTAMP),
+    ]
+)
+
 RUN_FAILURES = pa.schema(
     [
         _key("source"),
@@ -187,6 +201,7 @@ TABLE_KEYS = {
     "staged_chunks": "chunk_id",
     "source_state": "source",
     "run_failures": "source",
+    "model_tags": "doc_id",
 }
 
 

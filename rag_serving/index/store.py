@@ -309,6 +309,7 @@ def schema_for(name: str) -> pa.Schema | None:
         "staged_chunks": schemas.STAGED_CHUNKS,
         "source_state": schemas.SOURCE_STATE,
         "run_failures": schemas.RUN_FAILURES,
+        "model_tags": schemas.MODEL_TAGS,
     }.get(name)
 
 
