@@ -147,6 +147,9 @@ class SearchConfig(Strict):
     fusion: Literal["zscore", "convex", "rrf"] = "zscore"
     rrf_k: int = Field(default=60, ge=1)
     candidates: int = Field(default=200, ge=1, le=10000)
+    # One hit per document, its best chunk (`--all-sections` / MCP `collapse=false`
+    # per search: every matching chunk).
+    collapse: bool = True
     weights: SearchWeights = SearchWeights()
     rerank: RerankConfig = RerankConfig()
     feedback: FeedbackConfig = FeedbackConfig()

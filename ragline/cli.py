@@ -288,6 +288,11 @@ def index(ctx: Context, sources: tuple[str, ...], full: bool, as_json: bool, pro
     metavar="CHARS",
     help="Grow each hit to its section (heading, page, function, message), CHARS in all.",
 )
+@click.option(
+    "--all-sections",
+    is_flag=True,
+    help="Every matching chunk, several of one document too (default: its best one).",
+)
 @pass_context
 @handle_errors
 def search(
@@ -299,6 +304,7 @@ def search(
     explain: bool,
     rerank: bool | None,
     context_chars: int | None,
+    all_sections: bool,
     **filter_values: Any,
 ) -> None:
     """Search the index (hybrid vector + BM25 by default)."""
@@ -313,6 +319,7 @@ def search(
         mode=mode,  # type: ignore[arg-type]
         rerank=rerank,
         context=context_chars,
+        collapse=False if all_sections else None,
     )
     if as_json:
         print_json(result.as_json(with_explain=explain))

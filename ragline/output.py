@@ -56,6 +56,11 @@ def render_search(result: SearchResult, explain: bool) -> None:
             console.print(f"    {snippet}")
         else:
             _render_context(hit, ranks)
+        if hit.more_sections:
+            console.print(
+                f"    [dim]+{hit.more_sections} more matching section"
+                f"{'s' if hit.more_sections > 1 else ''} here (--all-sections)[/]"
+            )
         if hit.stale == UNCHECKED:
             console.print("    [dim]not checked for changes: the source's folder is not here[/]")
         elif hit.stale:

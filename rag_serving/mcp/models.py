@@ -84,6 +84,12 @@ class HitBase(BaseModel):
     context: ContextOut | None = Field(
         default=None, description="With `expand`: the hit grown to its section."
     )
+    more_sections: int = Field(
+        default=0,
+        description="Other chunks of this document that matched (one hit per document "
+        "unless `collapse` is false): search again with `collapse=false` and the doc's "
+        "`path_prefix` to see them.",
+    )
 
 
 Hit = create_model(

@@ -35,6 +35,7 @@ class _SearchRequest:
     mode: Mode | None = None
     rerank: bool | None = None
     expand: int | None = None
+    collapse: bool | None = None
     sources: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ()
     path_prefix: str | None = None
@@ -115,6 +116,7 @@ def run_search(
         mode=request.mode,
         rerank=request.rerank,
         context=request.expand,
+        collapse=request.collapse,
     )
     # (Only visible sources were searched: contexts never hold another source's text.)
     hits = [hit for hit in result.hits if access.can_see(hit.source)]
@@ -191,6 +193,7 @@ def hit_out(hit: SearchHit) -> Hit:
         language=hit.language,
         author=hit.author,
         context=_context_out(hit.context),
+        more_sections=hit.more_sections,
         **hit.details,
     )
 

@@ -238,6 +238,14 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
                 "`open` per hit."
             ),
         ] = None,
+        collapse: Annotated[
+            Flag | None,
+            Field(
+                description="One hit per document, its best chunk, with `more_sections` "
+                "counting its other matching chunks (default: the server's setting, on "
+                "unless changed); false: every matching chunk, several of one document too."
+            ),
+        ] = None,
         **kind_values: list[str] | None,
     ) -> SearchOutput:
         request = SearchRequest(
@@ -246,6 +254,7 @@ def register_tools(server: MCPServer, service: RaglineService, resolve: AccessRe
             mode=mode,
             rerank=rerank,
             expand=expand,
+            collapse=collapse,
             **{name: tuple(values or ()) for name, values in kind_values.items()},
             sources=tuple(sources or ()),
             kinds=tuple(kinds or ()),

@@ -38,6 +38,7 @@ from rag_serving.index.manifest import (
 )
 from rag_serving.index.store import IndexStore
 from rag_serving.reading.context import HitContext, assemble_context
+from rag_serving.search.collapse import best_per_document
 from rag_serving.search.feedback import FeedbackSettings, rescored_list
 from rag_serving.search.fusion import (
     FusedHit,
@@ -62,6 +63,9 @@ from rag_sources.where import sql_in, sql_string
 Mode = Literal["hybrid", "bm25", "vector"]
 MODES: tuple[Mode, ...] = ("hybrid", "bm25", "vector")
 SNIPPET_CHARS = 220
+# With one hit per document, each list is read this many times k deep (at least):
+# room for the further chunks of the documents kept.
+COLLAPSE_DEPTH = 5
 _HIT_COLUMNS = [
     "chunk_id", "doc_id", "source", "kind", "path", "title", "heading", "anchor",
     "line_start", "line_end", "text", "modified", "indexed_at", "facets",
@@ -113,6 +117,9 @@ class SearchHit:
     details: dict[str, str] = field(default_factory=dict)
     # The hit grown to its section within the search's context budget (``context``).
     context: HitContext | None = None
+    # With one hit per document (``collapse``): how many more of its chunks matched
+    # among the candidates read.
+    more_sections: int = 0
 
     def __getattr__(self, name: str) -> Any:
         if name in _detail_names():
@@ -143,6 +150,8 @@ class SearchHit:
             if getattr(self, name):
                 data[name] = getattr(self, name)
         data.update({name: value for name, value in self.details.items() if value})
+        if self.more_sections:
+            data["more_sections"] = self.more_sections
         if self.context is not None:
             data["context"] = self.context.as_json()
         if with_explain:
@@ -391,11 +400,14 @@ class SearchEngine:
         mode: Mode | None = None,
         rerank: bool | None = None,
         context: int | None = None,
+        collapse: bool | None = None,
     ) -> SearchResult:
         """Hybrid (or bm25 / vector) search; see ``hybrid_search``. With ``context``
-        (characters), each hit is grown to its section within that budget in all."""
+        (characters), each hit is grown to its section within that budget in all;
+        with ``collapse`` (``[search] collapse`` by default), one hit per document."""
         settings = self.config.search
         rerank = settings.rerank.enabled if rerank is None else rerank
+        collapse = settings.collapse if collapse is None else collapse
         k = k or settings.k
         mode = mode or settings.mode
         if mode not in MODES:
@@ -413,6 +425,8 @@ class SearchEngine:
         # Fusion needs deep lists (measured: 200 candidates); one list needs only the
         # hits it returns, with a margin for rows LanceDB no longer holds.
         served = max(2 * k, settings.rerank.top_n if rerank else 0)
+        if collapse:  # room for the further chunks of the documents kept
+            served = max(served, COLLAPSE_DEPTH * k)
         depth = max(settings.candidates, k) if mode == "hybrid" else served
         assert self.generation is not None
         # The live generation's embedder embeds the query (it may lag the config).
@@ -448,7 +462,7 @@ class SearchEngine:
             with timer.stage("rerank"):
                 fused, reranked = self._rerank(query, fused)
         found = {h.chunk_id: h for h in bm25}
-        hits = self._materialize(query, fused, k, timer, found, filters.symbols)
+        hits = self._materialize(query, fused, k, timer, found, filters.symbols, collapse)
         for i, hit in enumerate(hits):
             if hit.chunk_id in reranked:
                 hits[i] = replace(hit, explain={**hit.explain, "rerank": reranked[hit.chunk_id]})
@@ -596,19 +610,26 @@ class SearchEngine:
         timer: StageTimer | None = None,
         found: dict[str, Bm25Hit] | None = None,
         symbols: tuple[str, ...] = (),
+        collapse: bool = False,
     ) -> list[SearchHit]:
         """Fetch the chunks' rows from LanceDB, the source of truth (a chunk the
         full-text index still holds but LanceDB no longer does is dropped); ``found``
         are the query's BM25 hits, whose stored rows give their snippets; ``symbols``
-        those the search was filtered on (a hit names the one it defines)."""
+        those the search was filtered on (a hit names the one it defines); with
+        ``collapse``, the best chunk of each document only."""
         assert self.generation is not None
         timer = timer or StageTimer()
         if not fused or not self.store.table_exists(self.generation.table):
             return []
+        more: dict[str, int] = {}
         with timer.stage("rows"):
-            wanted = [hit.id for hit in fused[: k * 2]]
-            rows = self._hit_rows(wanted, limit=k)
-            kept = [hit for hit in fused if hit.id in rows][:k]
+            if collapse:
+                collapsed = best_per_document(fused, self._hit_rows, k)
+                rows, kept, more = collapsed.rows, collapsed.hits, collapsed.more
+            else:
+                wanted = [hit.id for hit in fused[: k * 2]]
+                rows = self._hit_rows(wanted, limit=k)
+                kept = [hit for hit in fused if hit.id in rows][:k]
         with timer.stage("snippets"):
             ids = [hit.id for hit in kept]
             highlights = self.fulltext.highlights(query, ids, SNIPPET_CHARS, found)
@@ -645,6 +666,7 @@ class SearchEngine:
                     language=facets.get("language"),
                     author=facets.get("author_name"),
                     details={d.name: facets[d.facet] for d in details if facets.get(d.facet)},
+                    more_sections=more.get(hit.id, 0),
                 )
             )
         return hits
@@ -848,12 +870,15 @@ def hybrid_search(
     mode: Mode | None = None,
     rerank: bool | None = None,
     context: int | None = None,
+    collapse: bool | None = None,
 ) -> SearchResult:
     """Search the index of ``config``: vector (LanceDB) and BM25 (Tantivy), both
     prefiltered, fused (``search.fusion``), then, with ``rerank`` (default
     ``search.rerank.enabled``), the top ``search.rerank.top_n`` re-scored by the
-    reranker. Opens the index for this one call; keep a ``SearchEngine`` for repeated
+    reranker, then (``collapse``, default ``search.collapse``) one hit per document.
+    Opens the index for this one call; keep a ``SearchEngine`` for repeated
     searches."""
     return SearchEngine(config).search(
-        query, k=k, filters=filters, mode=mode, rerank=rerank, context=context
-    )
+        query, k=k, filters=filters, mode=mode, rerank=rerank, context=context,
+        collapse=collapse,
+    )  # fmt: skip
