@@ -123,6 +123,7 @@ def build(config: RaglineConfig) -> dict[str, Any]:
     store = IndexStore(config.data_dir)
     return {
         "index_s": round(time.perf_counter() - started, 1),
+        "embedded": outcome.metadata["embeddings"]["embedded"],
         "commits": store.count("files", "starts_with(path, '.git/commits/')"),
         "documents": store.count("documents"),
     }
@@ -208,9 +209,16 @@ def cosqa(work: Path) -> dict[str, Any]:
     from ragline.eval_command import evaluate
     from ragline.indexing import index_sources
 
-    repo, path_to_id = cosqa_repo(work)
+    if (work / "cosqa").exists():  # kept from an earlier run (--cosqa-work)
+        from rag_serving.evaluation.beir import load_corpus
+
+        repo = work / "cosqa"
+        documents, _ = load_corpus(SHARED_DATA / "eval" / "cosqa" / "corpus.jsonl")
+        path_to_id = {f"snippets/{doc.id}.py": doc.id for doc in documents}
+    else:
+        repo, path_to_id = cosqa_repo(work)
     config = parse_config_file(
-        cosqa_config(work / "cosqa.toml", work / "cosqa-data", repo, history=False)
+        cosqa_config(work / "cosqa.toml", work / "data", repo, history=False)
     )
     [outcome] = index_sources(config, [], full=False)
     assert outcome.success, outcome.error
@@ -231,6 +239,7 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=500, help="history: the last N commits")
     parser.add_argument("--data-dir", type=Path, help="keep (and reuse) the index here")
     parser.add_argument("--cosqa", action="store_true", help="also CoSQA-as-git before/after")
+    parser.add_argument("--cosqa-work", type=Path, help="keep (and reuse) CoSQA's repo and index")
     parser.add_argument("--render", action="store_true", help="rewrite the doc from the JSON")
     args = parser.parse_args()
     command = "python benchmarks/code_search.py --repo /tmp/requests --cosqa"
@@ -259,7 +268,7 @@ def main() -> None:
             print(name, {k: v for k, v in runs[name].items() if k != "questions"}, flush=True)
         result["runs"] = runs
         if args.cosqa:
-            result["cosqa"] = cosqa(work)
+            result["cosqa"] = cosqa(args.cosqa_work or work)
             print(json.dumps(result["cosqa"]), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -270,8 +279,9 @@ def markdown(data: dict[str, Any]) -> str:
     index = data["index"]
     lines = [
         f"psf/requests at {data['commit'][:10]} as one `git` source (HEAD's files and its "
-        f"last {index['commits']} commits: {index['documents']} documents, indexed in "
-        f"{index['index_s']} s); {data['questions']} code questions and "
+        f"last {index['commits']} commits: {index['documents']} documents, "
+        + (f"indexed in {index['index_s']} s" if index["embedded"] else "an index built before")
+        + f"); {data['questions']} code questions and "
         f"{data['history_questions']} history questions "
         "(benchmarks/data/requests_code_questions.json), hybrid search, k = 10. Every row "
         "is the same index in the same run; *before* is `[search.code]` switched off "

@@ -679,10 +679,12 @@ class SearchEngine:
             snippet = marked.marked() if marked else _head(row["text"])
             symbol = matched_symbol(row.get("facets"), symbols)
             lines, anchor = (row["line_start"], row["line_end"]), row["anchor"]
+            defined = symbol_names(row.get("facets"))
+            # a chunk of one definition is that definition's lines already
+            several = len({name.rsplit(".", 1)[-1] for name in defined}) > 1
             own = symbol_lines(
-                query, row["text"], facets.get("language"), row["line_start"],
-                symbol_names(row.get("facets")), symbol,
-            ) if narrow and facets.get("language") else None  # fmt: skip
+                query, row["text"], facets.get("language"), row["line_start"], defined, symbol
+            ) if narrow and several else None  # fmt: skip
             if own is not None:
                 symbol, lines = own.name, (own.line_start, own.line_end)
                 anchor = f"L{own.line_start}-L{own.line_end}"
