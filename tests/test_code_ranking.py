@@ -133,6 +133,7 @@ def test_a_where_question_puts_the_code_above_the_commit_that_touched_it(indexed
     assert hits[code - 1].path == "client/settings.py"
     assert code < first(hits, "history")
     assert hits[0].path == "client/settings.py"
+    assert hits[0].explain["role"]["contribution"] > 0  # --explain says why
     # without the intent the commit, whose message is the question's words, leads
     off = engine_with(indexed, intent=False).search(query, k=10).hits
     assert off[0].file_type == "commit"
