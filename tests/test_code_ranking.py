@@ -192,3 +192,19 @@ def test_symbol_lines_needs_two_definitions_and_a_shared_word() -> None:
     # a symbol the search was filtered on wins over the query's words
     wanted = symbol_lines("too many redirects", ERRORS, "python", 1, wanted="ReadTimeout")
     assert wanted is not None and wanted.name == "ReadTimeout"
+
+
+def test_an_index_without_code_ranks_as_before(sample_index) -> None:
+    queries = ["how do I feed the sourdough starter", "where is the grocery budget", "kubernetes"]
+    for query in queries:
+        on = SearchEngine(sample_index).search(query, k=10).hits
+        off = engine_with(sample_index, intent=False, tests_below=False, symbol_lines=False).search(
+            query, k=10
+        )
+        assert on, query
+        assert [(h.chunk_id, h.score) for h in on] == [(h.chunk_id, h.score) for h in off.hits]
+        assert all("role" not in h.explain for h in on)
+        assert (
+            "roles" not in off.timings
+            and "roles" not in SearchEngine(sample_index).search(query).timings
+        )
