@@ -24,9 +24,9 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Literal
+from typing import Literal
 
-from rag_sources.code import code_symbols
+from rag_sources.code import CodeSymbol, code_symbols
 from rag_sources.kinds import kind_history_types
 
 Intent = Literal["code", "history", "none"]
@@ -93,10 +93,12 @@ def query_identifiers(query: str) -> tuple[str, ...]:
 
 
 def asks_for_tests(query: str) -> bool:
+    """Whether ``query`` speaks of tests (then they keep their place)."""
     return bool(_TEST_WORDS.search(query))
 
 
 def is_test_path(path: str) -> bool:
+    """Whether ``path`` is a test's: in a tests/ folder, or named as tests are."""
     return bool(_TEST_PATH.search(path))
 
 
@@ -171,6 +173,8 @@ def spread(scores: Sequence[float]) -> float:
 
 @dataclass(frozen=True)
 class SymbolLines:
+    """A definition inside a chunk: its (qualified) name and 1-based file lines."""
+
     name: str
     line_start: int
     line_end: int
@@ -235,7 +239,7 @@ def symbol_lines(
     asked = sorted({t for t in _terms(query) if t not in _STOP and len(t) > 1})
     if not asked:
         return None
-    best: tuple[float, int, Any] | None = None
+    best: tuple[int, int, CodeSymbol] | None = None
     for s in symbols:
         body = "\n".join(lines[s.line_start - line_start : s.line_end - line_start + 1])
         score = 3 * _shared(asked, set(_terms(s.name))) + _shared(asked, set(_terms(body)))
