@@ -5,6 +5,9 @@ defining file, and do the hits point at the definition's own lines?
     git -C /tmp/requests checkout 1f6589ec3a1ee910f9a65cc3ceac60b26677bc0e
     python benchmarks/code_search.py --repo /tmp/requests [--commits 500] [--cosqa]
 
+``--data-dir`` and ``--cosqa-work`` keep the two indexes for a later run (reused
+when present); ``--render`` rewrites the doc section from the saved JSON.
+
 The questions (benchmarks/data/requests_code_questions.json) were written by reading
 the code at that commit: each names the defining file and the definition's lines
 (decorators and overloads included), and every range is checked against the
