@@ -139,6 +139,23 @@ class FeedbackConfig(Strict):
     temperature: float = Field(default=1.0, gt=0, le=100)
 
 
+class CodeRankingConfig(Strict):
+    """Ranking for indexes that hold code (rag_serving/search/code_ranking.py); a no-op
+    on an index without code. Measured: benchmarks/code_search.py."""
+
+    # An identifier or a "where / how is …" question lifts code, a "when / why did …
+    # change" one history (commits), by ``prefer`` spreads of the candidates' scores.
+    intent: bool = True
+    prefer: float = Field(default=2.0, ge=0, le=10)
+    # A test file's chunks go down by ``tests`` spreads unless the query speaks of tests.
+    tests_below: bool = True
+    tests: float = Field(default=2.0, ge=0, le=10)
+    # A hit in a chunk of several definitions reports the matching one's lines.
+    symbol_lines: bool = True
+    # How many of the best fused hits are re-ordered (their rows are read).
+    window: int = Field(default=50, ge=1, le=1000)
+
+
 class SearchConfig(Strict):
     """Defaults for ``hybrid_search`` and the CLI."""
 
@@ -153,6 +170,7 @@ class SearchConfig(Strict):
     weights: SearchWeights = SearchWeights()
     rerank: RerankConfig = RerankConfig()
     feedback: FeedbackConfig = FeedbackConfig()
+    code: CodeRankingConfig = CodeRankingConfig()
 
 
 # Cron fields as Dagster reads them (its vendored croniter): ranges, names, the

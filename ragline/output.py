@@ -69,6 +69,8 @@ def render_search(result: SearchResult, explain: bool) -> None:
             parts = [
                 f"{name}: score {e['score']:.4f} (rank {e['rank_before']} before)"
                 if name == "rerank"
+                else f"role: {e['score']:+.1f} spreads ({e['contribution']:+.5f})"
+                if name == "role"  # [search.code]: what the query asks for, tests below
                 else f"{name}: rank {e['rank']} score {e['score']:.4f} (+{e['contribution']:.5f})"
                 for name, e in hit.explain.items()
             ]

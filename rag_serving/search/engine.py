@@ -15,6 +15,7 @@ from typing import Any, Literal
 import numpy as np
 
 from rag_serving.config import (
+    CodeRankingConfig,
     EmbedderConfig,
     OllamaConfig,
     RaglineConfig,
@@ -38,10 +39,19 @@ from rag_serving.index.manifest import (
 )
 from rag_serving.index.store import IndexStore
 from rag_serving.reading.context import HitContext, assemble_context
+from rag_serving.search.code_ranking import (
+    RolePriors,
+    chunk_role,
+    query_identifiers,
+    role_shifts,
+    spread,
+    symbol_lines,
+)
 from rag_serving.search.collapse import best_per_document
 from rag_serving.search.feedback import FeedbackSettings, rescored_list
 from rag_serving.search.fusion import (
     FusedHit,
+    ListContribution,
     RankedList,
     convex_fusion,
     explain_as_dict,
@@ -455,8 +465,18 @@ class SearchEngine:
             if feedback and len(lists) == 2:
                 with timer.stage("feedback"):
                     lists = self._with_feedback(lists, found)
+        code = settings.code
+        by_role = (code.intent or code.tests_below) and bool(self.vocabulary().languages)
         with timer.stage("fuse"):
-            fused = self._fuse(lists, served) if mode == "hybrid" else single_list(lists[0])
+            if mode == "hybrid":
+                fused = self._fuse(lists, max(served, code.window) if by_role else served)
+            else:
+                fused = single_list(lists[0])
+        if by_role and fused:
+            with timer.stage("roles"):
+                fused = self._by_role(query, fused, code)
+            if mode == "hybrid":
+                fused = fused[:served]
         reranked: dict[str, dict[str, float]] = {}
         if rerank and fused and self.store.table_exists(self.generation.table):
             with timer.stage("rerank"):
@@ -497,6 +517,41 @@ class SearchEngine:
         }
         reordered = [FusedHit(head[i][1].id, scores[i], head[i][1].explain) for i in order]
         return reordered + fused[top_n:], explain
+
+    def _by_role(
+        self, query: str, fused: list[FusedHit], code: CodeRankingConfig
+    ) -> list[FusedHit]:
+        """The best ``code.window`` hits moved by what the query asks for (code or
+        history) and tests below code (rag_serving/search/code_ranking.py), each move
+        in spreads of their scores; the rest after them as they were."""
+        head = fused[: code.window]
+        rows = self._hit_rows([hit.id for hit in head])
+        roles = [
+            chunk_role(rows[hit.id]["path"], rows[hit.id].get("facets"))
+            if hit.id in rows
+            else "other"
+            for hit in head
+        ]
+        names = query_identifiers(query)
+        defines = [
+            bool(names)
+            and hit.id in rows
+            and matched_symbol(rows[hit.id].get("facets"), names) is not None
+            for hit in head
+        ]
+        priors = RolePriors(code.prefer, code.tests)
+        shifts = role_shifts(query, roles, defines, priors, code.intent, code.tests_below)
+        if not any(shifts):
+            return fused
+        unit = spread([hit.score for hit in head])
+        moved = []
+        for hit, shift in zip(head, shifts, strict=True):
+            if shift:
+                role = ListContribution(0, shift, shift * unit)
+                hit = FusedHit(hit.id, hit.score + shift * unit, {**hit.explain, "role": role})
+            moved.append(hit)
+        order = sorted(range(len(moved)), key=lambda i: (-moved[i].score, i))
+        return [moved[i] for i in order] + fused[code.window :]
 
     def _check_symbols(self, symbols: tuple[str, ...], sources: tuple[str, ...]) -> None:
         """Fail, with close matches, on a symbol no served chunk of ``sources`` (all
@@ -637,11 +692,23 @@ class SearchEngine:
             staleness = self.staleness([rows[hit.id] for hit in kept])
         hits = []
         details = kind_hit_details()  # once per search, not once per hit
+        narrow = self.config.search.code.symbol_lines
         for rank, hit in enumerate(kept, start=1):
             row = rows[hit.id]
             facets = facet_values(row.get("facets"))
             marked = highlights.get(hit.id)
             snippet = marked.marked() if marked else _head(row["text"])
+            symbol = matched_symbol(row.get("facets"), symbols)
+            lines, anchor = (row["line_start"], row["line_end"]), row["anchor"]
+            defined = symbol_names(row.get("facets"))
+            # a chunk of one definition is that definition's lines already
+            several = len({name.rsplit(".", 1)[-1] for name in defined}) > 1
+            own = symbol_lines(
+                query, row["text"], facets.get("language"), row["line_start"], defined, symbol
+            ) if narrow and several else None  # fmt: skip
+            if own is not None:
+                symbol, lines = own.name, (own.line_start, own.line_end)
+                anchor = f"L{own.line_start}-L{own.line_end}"
             hits.append(
                 SearchHit(
                     rank=rank,
@@ -654,15 +721,15 @@ class SearchEngine:
                     snippet=snippet,
                     chunk_id=row["chunk_id"],
                     doc_id=row["doc_id"],
-                    line_start=row["line_start"],
-                    line_end=row["line_end"],
+                    line_start=lines[0],
+                    line_end=lines[1],
                     modified=row["modified"],
                     indexed_at=row["indexed_at"],
                     stale=staleness.get(row["doc_id"]),
                     explain=explain_as_dict(hit.explain),
-                    location=hit_location(row["path"], row["anchor"]),
+                    location=hit_location(row["path"], anchor),
                     file_type=facets.get("type"),
-                    symbol=matched_symbol(row.get("facets"), symbols) or facets.get("symbol"),
+                    symbol=symbol or facets.get("symbol"),
                     language=facets.get("language"),
                     author=facets.get("author_name"),
                     details={d.name: facets[d.facet] for d in details if facets.get(d.facet)},
@@ -835,6 +902,11 @@ def facet_values(facets: list[str] | None) -> dict[str, str]:
         if colon:
             out.setdefault(name, value)
     return out
+
+
+def symbol_names(facets: list[str] | None) -> list[str]:
+    """The names of the symbols a chunk defines, qualified first."""
+    return [f[len("symbol:") :] for f in facets or () if f.startswith("symbol:")]
 
 
 def matched_symbol(facets: list[str] | None, wanted: tuple[str, ...]) -> str | None:

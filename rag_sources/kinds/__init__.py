@@ -47,6 +47,9 @@ class KindInfo:
     filters: tuple[FacetFilter, ...] = ()  # the search filters it adds (`--from`…)
     hit_details: tuple[HitDetail, ...] = ()  # fields it adds to hits (`folder`…)
     byline: Byline | None = None  # its hits' line in `ragline search` (who, when, where)
+    # File types whose items record changes rather than hold content (git's "commit"):
+    # search lifts them for "when / why did … change" questions, code for the others.
+    history_types: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -139,6 +142,11 @@ def kind_filters() -> list[FacetFilter]:
 def kind_hit_details() -> list[HitDetail]:
     """Every registered kind's hit details."""
     return [d for info in registered_kinds().values() for d in info.hit_details]
+
+
+def kind_history_types() -> list[str]:
+    """Every registered kind's file types that record changes."""
+    return [t for info in registered_kinds().values() for t in info.history_types]
 
 
 def kind_relations() -> list[Relation]:

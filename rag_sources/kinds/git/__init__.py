@@ -9,5 +9,9 @@ from rag_sources.kinds.git.config import GitSourceConfig
 from rag_sources.kinds.git.relations import COMMITS
 
 KIND = KindInfo(
-    GitSourceConfig, "rag_sources.kinds.git.kind:GitKind", relations=(COMMITS,), byline=hits.byline
+    GitSourceConfig,
+    "rag_sources.kinds.git.kind:GitKind",
+    relations=(COMMITS,),
+    byline=hits.byline,
+    history_types=("commit",),
 )
