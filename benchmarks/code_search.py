@@ -63,12 +63,14 @@ from rag_serving.config import RaglineConfig, parse_config_file
 ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = ROOT / "benchmarks" / "data" / "requests_code_questions.json"
 SOURCE = "requests"
-OFF = {"intent": False, "tests_below": False, "symbol_lines": False}
+# `[search.code]` settings, and `collapse` ([search] collapse: one hit per document).
+OFF = {"intent": False, "tests_below": False, "symbol_lines": False, "collapse": False}
 SETTINGS: dict[str, dict[str, Any]] = {
     "before": OFF,
     "intent only": {**OFF, "intent": True},
     "tests below only": {**OFF, "tests_below": True},
     "symbol lines only": {**OFF, "symbol_lines": True},
+    "one hit per document only": {**OFF, "collapse": True},
     "after": {},
 }
 
@@ -134,8 +136,9 @@ def build(config: RaglineConfig) -> dict[str, Any]:
 
 def with_code(config: RaglineConfig, settings: dict[str, Any]) -> RaglineConfig:
     search = config.search
-    code = search.code.model_copy(update=settings)
-    return config.model_copy(update={"search": search.model_copy(update={"code": code})})
+    code = search.code.model_copy(update={k: v for k, v in settings.items() if k != "collapse"})
+    update: dict[str, Any] = {"code": code, "collapse": settings.get("collapse", True)}
+    return config.model_copy(update={"search": search.model_copy(update=update)})
 
 
 def role(hit: Any) -> str:
@@ -290,8 +293,8 @@ def markdown(data: dict[str, Any]) -> str:
         + f"); {data['questions']} code questions and "
         f"{data['history_questions']} history questions "
         "(benchmarks/data/requests_code_questions.json), hybrid search, k = 10. Every row "
-        "is the same index in the same run; *before* is `[search.code]` switched off "
-        "(the base revision's ranking). The repository: `git clone "
+        "is the same index in the same run; *before* is `[search.code]` and "
+        "`[search] collapse` switched off (the base revision's ranking). The repository: `git clone "
         "https://github.com/psf/requests /tmp/requests && git -C /tmp/requests checkout "
         f"{data['commit']}`.",
         "",

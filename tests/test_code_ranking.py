@@ -133,7 +133,8 @@ def test_a_where_question_puts_the_code_above_the_commit_that_touched_it(indexed
     assert hits[code - 1].path == "client/settings.py"
     assert code < first(hits, "history")
     assert hits[0].path == "client/settings.py"
-    assert hits[0].explain["role"]["contribution"] > 0  # --explain says why
+    commit = hits[first(hits, "history") - 1]
+    assert commit.explain["role"]["contribution"] < 0  # --explain says why
     # without the intent the commit, whose message is the question's words, leads
     off = engine_with(indexed, intent=False).search(query, k=10).hits
     assert off[0].file_type == "commit"
@@ -208,3 +209,16 @@ def test_an_index_without_code_ranks_as_before(sample_index) -> None:
             "roles" not in off.timings
             and "roles" not in SearchEngine(sample_index).search(query).timings
         )
+
+
+def test_a_question_in_words_moves_commits_down_and_a_name_moves_code_up() -> None:
+    """A "how is … done" question may be about a note as well as code: notes and
+    documents keep their place beside the code; only a name written as code lifts it."""
+    from rag_serving.search.code_ranking import RolePriors, role_shifts
+
+    roles = ["code", "other", "history", "test"]
+    priors = RolePriors(prefer=2.0, tests=2.0)
+    worded = role_shifts("how is the proxy header added", roles, [False] * 4, priors, True, True)
+    assert worded == [0.0, 0.0, -2.0, -2.0]
+    named = role_shifts("rebuild_proxies", roles, [True, False, False, False], priors, True, True)
+    assert named == [4.0, 0.0, 0.0, 0.0]  # the test file: + 2 as code, - 2 as a test

@@ -3,9 +3,10 @@
 Three heuristics, each switchable (``[search.code]``), measured on the requests
 code-search set (benchmarks/code_search.py):
 
-- **intent**: an identifier (``merge_environment_settings``, ``Session.send``) or a
-  "where / how is … done" question asks for code; a "when / why did … change"
-  question asks for history. The asked-for role is lifted among the top fused hits.
+- **intent**: an identifier (``merge_environment_settings``, ``Session.send``) asks
+  for code, and lifts it; a "where / how is … done" question asks for code too, but
+  may be about a note: it lowers history instead; a "when / why did … change"
+  question asks for history, and lifts it. Among the top fused hits only.
 - **tests below code**: a chunk of a test file is lowered unless the query speaks of
   tests, so the code a test exercises ranks above it.
 - **symbol lines**: a hit in a chunk that groups several small definitions reports
@@ -140,16 +141,24 @@ def role_shifts(
     tests_on: bool,
 ) -> list[float]:
     """Per candidate, in spreads of the candidates' scores: + ``prefer`` for the role
-    the query's intent asks for, and again for a chunk that ``defines`` a name the
-    query writes as code; − ``tests`` for a test chunk unless tests are asked for (a
-    history question leaves tests where they are: they are no answer to it)."""
+    the query's intent asks for (for a code question in words: − ``prefer`` for
+    history instead), and again for a chunk that ``defines`` a name the query writes
+    as code; − ``tests`` for a test chunk unless tests are asked for (a history
+    question leaves tests where they are: they are no answer to it)."""
     intent = query_intent(query) if intent_on else "none"
     lower_tests = tests_on and intent != "history" and not asks_for_tests(query)
+    # A question in words ("how is … done") may be about a note as well as about code:
+    # it moves commits down rather than code up, so notes and documents keep their
+    # place beside the code. A name written as code asks for code alone.
+    named = bool(query_identifiers(query))
     shifts = []
     for role, defining in zip(roles, defines, strict=True):
         shift = 0.0
         asked = "code" if role == "test" else role
-        if asked == intent:
+        if intent == "code" and not named:
+            if role == "history":
+                shift -= priors.prefer
+        elif asked == intent:
             shift += priors.prefer
             if defining and intent == "code":
                 shift += priors.prefer
