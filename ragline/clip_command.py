@@ -1,13 +1,14 @@
 """``ragline clip URL|FILE``: save a web page or a PDF into the clippings folder
-(``[clip]``) and index it, so it is searchable when the command returns: the source's
-partition runs here and is waited for, or — with ``ragline ui`` running — is queued
-there and waited for."""
+(``[clip]``) and index it, so it is searchable when the command returns: with
+``ragline watch`` watching the source, its run is waited for; with ``ragline ui``
+running, a run is queued there and waited for; else the source's partition runs
+here."""
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,8 @@ from ragline.output import console, err_console, print_json, safe_text
 
 # How long a run queued in the running UI is waited for before the command returns.
 UI_WAIT_S = 600.0
+# How long the run of a running `ragline watch` is waited for before one is started here.
+WATCH_WAIT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,7 @@ class Indexed:
     """How the clip's source was indexed."""
 
     success: bool | None  # None: still running when the wait ended
-    via: str  # "in-process" | "dagster"
+    via: str  # "in-process" | "dagster" | "watch"
     seconds: float
     error: str | None = None
     run_url: str | None = None
@@ -86,13 +89,17 @@ def run_clip(
             console.print(f"  tags: {safe_text(', '.join(clipped.tags))}")
         if clipped.tagging:
             console.print(f"  {safe_text(clipped.tagging)}")
-    indexed = index_clip(config, clipped.source, announce=not as_json)
+    saved = [clipped.path, *([clipped.attachment] if clipped.attachment else [])]
+    indexed = index_clip(config, clipped.source, announce=not as_json, paths=saved)
     if as_json:
         print_json({**clipped.as_json(), "indexed": indexed.as_json()})
     elif indexed.success:
         console.print(
             f"Searchable now: {safe_text(clipped.source)} indexed in {indexed.seconds:.1f}s"
-            + (" (through the running Dagster UI)" if indexed.via == "dagster" else "")
+            + {
+                "dagster": " (through the running Dagster UI)",
+                "watch": " (by the running `ragline watch`)",
+            }.get(indexed.via, "")
         )
     elif indexed.success is None:
         console.print(
@@ -108,10 +115,25 @@ def run_clip(
     return 1 if indexed.success is False else 0
 
 
-def index_clip(config: RaglineConfig, source: str, announce: bool = False) -> Indexed:
-    """Run ``source``'s partition and wait: through the running ``ragline ui`` when
-    there is one (the run shows there), else in this process."""
+def index_clip(
+    config: RaglineConfig, source: str, announce: bool = False, paths: Sequence[str] = ()
+) -> Indexed:
+    """Index ``source`` and wait: by the run of a ``ragline watch`` watching it (for
+    ``paths``, relative to the source's root), else by a run of its partition through
+    the running ``ragline ui`` when there is one (the run shows there), else in this
+    process."""
     from rag_serving.mcp.dagster_client import running_webserver
+    from rag_serving.watchers import live_watcher, wait_searchable
+
+    watcher = live_watcher(config, source) if paths else None
+    if watcher is not None:
+        if announce:
+            console.print(f"  `ragline watch` (pid {watcher.pid}) indexes it; waiting for its run")
+        started = time.perf_counter()
+        if wait_searchable(config, source, paths, WATCH_WAIT_S):
+            return Indexed(True, "watch", time.perf_counter() - started)
+        if announce:
+            console.print(f"  no run of the watcher after {WATCH_WAIT_S:.0f}s; indexing here")
 
     url = running_webserver(config)
     if url is not None:

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rag_serving.config import RaglineConfig
 from rag_serving.index.layout import IndexLayout
@@ -256,6 +257,24 @@ class SourceWatcher:
         is compacted (``maintain_if_idle``)."""
         import watchfiles
 
+        from rag_serving.watchers import mark_watching, unmark
+
+        # `clip` and `remember` wait for this watcher's run rather than start their own.
+        marker = mark_watching(self.config, [s.name for s in self.sources])
+        try:
+            self._watch(watchfiles, on_run, stop, on_ready, catch_up, on_maintenance)
+        finally:
+            unmark(marker)
+
+    def _watch(
+        self,
+        watchfiles: Any,
+        on_run: Callable[[WatchRun], None] | None,
+        stop: threading.Event | None,
+        on_ready: Callable[[], None] | None,
+        catch_up: bool,
+        on_maintenance: Callable[[MaintenanceOutcome], None] | None,
+    ) -> None:
         roots = sorted({root for source in self.sources for root in source.roots})
         ready = False
         events = watchfiles.watch(

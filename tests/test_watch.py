@@ -21,6 +21,7 @@ from rag_assets.resources import RaglineConfigResource
 from rag_assets.sensors.source_changes import build_source_changes_sensor
 from rag_serving.config import RaglineConfig
 from rag_serving.search import SearchEngine
+from rag_serving.watchers import live_watcher
 from ragline.watching import SourceWatcher
 from tests.conftest import build_index, write_config
 
@@ -182,6 +183,38 @@ def test_files_the_source_does_not_index_start_no_run(watched: Watched) -> None:
     assert watched.settle() == before
 
 
+def test_a_clip_is_indexed_by_the_running_watcher(watched: Watched, tmp_path: Path) -> None:
+    """`ragline clip` sees the watcher's marker and waits for its run instead of
+    starting one of its own."""
+    import tomli_w
+    from click.testing import CliRunner
+
+    from ragline.cli import cli
+
+    watcher = live_watcher(watched.config, "notes")
+    assert watcher is not None and watcher.pid == watched.process.pid
+    token = _token()
+    page = tmp_path / "page.html"
+    page.write_text(
+        f"<html><head><title>Pumps {token}</title></head><body><main><h1>Pumps</h1>"
+        f"<p>Centrifugal pumps {token} move water with an impeller.</p></main></body></html>",
+        encoding="utf-8",
+    )
+    config = tmp_path / "clip.toml"
+    config.write_bytes(tomli_w.dumps({
+        "data_dir": str(watched.config.data_dir),
+        "sources": [{"name": "notes", "kind": "markdown", "path": str(watched.vault)}],
+        "clip": {"source": "notes", "folder": "clippings"},
+    }).encode())  # fmt: skip
+    before = watched.settle()
+    result = CliRunner().invoke(cli, ["--config", str(config), "clip", str(page), "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["indexed"]["via"] == "watch" and out["indexed"]["success"] is True, out
+    assert out["path"] in watched.finds(token)  # searchable when the command returned
+    assert watched.settle() > before  # the watcher's run, not one of the command's own
+
+
 def test_the_sensor_skips_what_watch_indexed_and_catches_what_it_missed(watched: Watched) -> None:
     sensor = build_source_changes_sensor(30)
     resources = {"settings": RaglineConfigResource(config_path=str(watched.config.config_path))}
@@ -202,6 +235,8 @@ def test_the_sensor_skips_what_watch_indexed_and_catches_what_it_missed(watched:
         # A change no event reported (the watcher stopped): the sensor runs the source.
         watched.process.send_signal(signal.SIGTERM)
         assert watched.process.wait(timeout=60) == 0, watched.log.read_text()
+        assert live_watcher(watched.config, "notes") is None  # its marker went with it
+        assert not list((watched.config.data_dir / "watch").glob("*.json"))
         note.write_text(note.read_text(encoding="utf-8") + "\n\nmissed\n")
         missed = sensor(
             build_sensor_context(instance=instance, cursor=tick.cursor, resources=resources)

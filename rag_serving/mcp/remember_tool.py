@@ -9,6 +9,7 @@ source it can see; links resolve only to what it can see.
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -38,6 +39,7 @@ from rag_serving.notes_inbox import (
     save_note,
 )
 from rag_serving.search.engine import hit_location
+from rag_serving.watchers import live_watcher, wait_searchable
 from rag_sources.errors import RaglineError
 
 MAX_LINKS = 50
@@ -243,7 +245,17 @@ def link_text(found: Located, inbox_source_name: str) -> tuple[str, str]:
 
 
 def index_now(service: RaglineService, saved: SavedNote, wait_s: float) -> str:
-    """Run the source's indexing (as `reindex` does) and say, on one line, how it went."""
+    """Wait for the run of a `ragline watch` watching the source, else run the source's
+    indexing (as `reindex` does); say, on one line, how it went."""
+    if live_watcher(service.config, saved.source) is not None:
+        started = time.perf_counter()
+        if wait_searchable(service.config, saved.source, [saved.path], wait_s):
+            seconds = time.perf_counter() - started
+            return f"indexed {saved.source} (by the running `ragline watch`) in {seconds:.1f}s"
+        return (
+            f"the running `ragline watch` indexes {saved.source}; not searchable after "
+            f"{wait_s:.0f}s yet"
+        )
     try:
         outcome = service.reindexer.run(saved.source, full=False, wait_s=wait_s)
     except RaglineError as exc:
