@@ -139,6 +139,17 @@ class FeedbackConfig(Strict):
     temperature: float = Field(default=1.0, gt=0, le=100)
 
 
+class LinksConfig(Strict):
+    """The link prior in hybrid search (rag_serving/search/links.py): after fusion a
+    hit's score is multiplied by ``1 + backlinks · ln(1 + b) + linked · ln(1 + c)``,
+    ``b`` the documents linking to it, ``c`` those among the ``top`` best fused ones."""
+
+    enabled: bool = False
+    backlinks: float = Field(default=0.05, ge=0, le=10)
+    linked: float = Field(default=0.1, ge=0, le=10)
+    top: int = Field(default=10, ge=1, le=200)
+
+
 class SearchConfig(Strict):
     """Defaults for ``hybrid_search`` and the CLI."""
 
@@ -150,6 +161,7 @@ class SearchConfig(Strict):
     weights: SearchWeights = SearchWeights()
     rerank: RerankConfig = RerankConfig()
     feedback: FeedbackConfig = FeedbackConfig()
+    links: LinksConfig = LinksConfig()
 
 
 # Cron fields as Dagster reads them (its vendored croniter): ranges, names, the
