@@ -522,11 +522,23 @@ class SearchEngine:
         counts = self.link_counts()
         if not counts:
             return fused, {}
-        rows = self._hit_rows([hit.id for hit in fused])
-        doc_of = {chunk_id: row["doc_id"] for chunk_id, row in rows.items()}
+        doc_of = self._doc_ids([hit.id for hit in fused])
         configured = self.config.search.links
         settings = LinkPriorSettings(configured.backlinks, configured.linked, configured.top)
         return with_link_prior(fused, doc_of, counts, settings)
+
+    def _doc_ids(self, chunk_ids: list[str]) -> dict[str, str]:
+        """Each chunk's document id: from the in-memory copy on a warm engine, else
+        from the chunks' rows."""
+        assert self.generation is not None
+        if self.warm:
+            with self._lock:
+                version = self._version(self.generation.table)
+                found = self._memory.column(chunk_ids, version, "doc_id")
+            if found is not None:
+                return found
+        rows = self._hit_rows(chunk_ids)
+        return {chunk_id: row["doc_id"] for chunk_id, row in rows.items()}
 
     def _check_symbols(self, symbols: tuple[str, ...], sources: tuple[str, ...]) -> None:
         """Fail, with close matches, on a symbol no served chunk of ``sources`` (all
