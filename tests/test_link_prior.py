@@ -105,6 +105,13 @@ def test_a_note_the_other_top_hits_link_to_moves_up(
     after = list(dict.fromkeys(h.path for h in result.hits))
     assert after.index("Firing schedule.md") < before.index("Firing schedule.md")
     assert after[0] == "Firing schedule.md"
+    # a warm engine reads the document ids from its in-memory copy: the same lift
+    for _ in range(2):
+        warm = on.search(KILN, k=10, filters=SearchFilters(sources=("vault",)))
+    assert on.warm
+    assert [h.chunk_id for h in warm.hits] == [h.chunk_id for h in result.hits]
+    assert [h.score for h in warm.hits] == pytest.approx([h.score for h in result.hits], rel=1e-4)
+    assert warm.hits[0].explain["links"] == pytest.approx(result.hits[0].explain["links"], rel=1e-4)
 
 
 def test_no_op_where_there_are_no_links(linked_index: RaglineConfig, engine_for: Any) -> None:
