@@ -4,6 +4,7 @@ hits link to, moves up; without links nothing changes."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -154,3 +155,22 @@ def test_the_prior_lifts_only_linked_documents_and_keeps_ties_in_order() -> None
     # ``c`` links to ``b`` but is not in the top 1: no link from the top hits counts
     _, lifts = with_link_prior(fused, doc_of, counts, LinkPriorSettings(0.0, 0.5, top=1))
     assert lifts == {}
+
+
+def test_the_counts_are_kept_for_the_next_process(
+    linked_index: RaglineConfig, engine_for: Any
+) -> None:
+    first = engine_for(with_links(linked_index, enabled=True)).link_counts()
+    path = Path(linked_index.data_dir) / "search-links.json"
+    assert path.is_file()
+    kept = json.loads(path.read_text())
+    assert sorted(kept["backlinks"].values()) == [2, 5]  # Firing schedule, Levain
+    second = engine_for(with_links(linked_index, enabled=True)).link_counts()
+    assert dict(second.backlinks) == dict(first.backlinks)
+    assert dict(second.outgoing) == dict(first.outgoing)
+    # counts kept for another state of the index are not used: built again
+    kept["key"]["documents"] = -5
+    kept["backlinks"] = {}
+    path.write_text(json.dumps(kept))
+    third = engine_for(with_links(linked_index, enabled=True)).link_counts()
+    assert dict(third.backlinks) == dict(first.backlinks)

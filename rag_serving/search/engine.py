@@ -504,17 +504,27 @@ class SearchEngine:
 
     def link_counts(self) -> LinkCounts:
         """Backlink counts and outgoing links of every document, built from the
-        ``documents`` table once per version of it (~1 s for 6.5k notes)."""
+        ``documents`` table once per version of it, and kept in a file for the next
+        process to read."""
         version = self._version("documents")
         with self._lock:
-            if self._links is None or self._links[0] != version:
+            if self._links is not None and self._links[0] == version:
+                return self._links[1]
+            path = self.layout.link_counts_path
+            # a table dropped and made again starts its versions over: its rows too
+            key = {"index": self.config.index_uri or str(self.config.data_dir),
+                   "documents": version, "rows": self.store.count("documents")}  # fmt: skip
+            counts = LinkCounts.load(path, key)
+            if counts is None:
                 rows = (
                     self.store.read("documents", columns=_LINK_COLUMNS).to_pylist()
                     if version >= 0
                     else []
                 )
-                self._links = (version, LinkCounts.of_graph(LinkGraph.build(rows)))
-            return self._links[1]
+                counts = LinkCounts.of_graph(LinkGraph.build(rows))
+                counts.save(path, key)
+            self._links = (version, counts)
+            return counts
 
     def _with_link_prior(self, fused: list[FusedHit]) -> tuple[list[FusedHit], dict[str, LinkLift]]:
         """``fused`` re-scored by the link prior (rag_serving/search/links.py); a no-op,

@@ -9,14 +9,20 @@ all start at 0), so the factor only lifts. A document without links, in an index
 without any, keeps its score: the prior is a no-op there.
 
 The counts come from the link graph of the ``documents`` table
-(rag_serving/index/links.py), built once per table version, not per query.
+(rag_serving/index/links.py), built once per table version, not per query, and kept
+in a file beside the index, so a one-shot ``ragline search`` reads them (~20 ms for
+the 6.5k notes of the Obsidian Hub) rather than resolving every link again.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from rag_serving.index.links import LinkGraph
 from rag_serving.search.fusion import FusedHit
@@ -58,6 +64,34 @@ class LinkCounts:
 
     def __bool__(self) -> bool:
         return bool(self.backlinks)
+
+    def save(self, path: Path, key: dict[str, Any]) -> None:
+        """Keep the counts in ``path`` for the index state ``key``; best effort (a
+        read-only search host builds them in each process instead)."""
+        payload = {
+            "key": key,
+            "backlinks": dict(self.backlinks),
+            "outgoing": {doc: sorted(targets) for doc, targets in self.outgoing.items()},
+        }
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        try:
+            partial.write_text(json.dumps(payload))
+            os.replace(partial, path)
+        except OSError:
+            partial.unlink(missing_ok=True)
+
+    @classmethod
+    def load(cls, path: Path, key: dict[str, Any]) -> LinkCounts | None:
+        """The counts kept in ``path`` for ``key``; None when absent, unreadable or
+        kept for another state of the index."""
+        try:
+            payload = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(payload, dict) or payload.get("key") != key:
+            return None
+        outgoing = {doc: frozenset(targets) for doc, targets in payload["outgoing"].items()}
+        return cls(payload["backlinks"], outgoing)
 
 
 @dataclass(frozen=True)
