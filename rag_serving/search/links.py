@@ -32,9 +32,9 @@ from rag_serving.search.fusion import FusedHit
 class LinkPriorSettings:
     """How much backlinks and links from the other top hits lift a hit."""
 
-    backlinks: float = 0.05  # per ln(1 + documents linking to it)
-    linked: float = 0.1  # per ln(1 + other top documents linking to it)
-    top: int = 10  # how many of the best fused documents count as "the other top hits"
+    backlinks: float = 0.4  # per ln(1 + documents linking to it)
+    linked: float = 0.4  # per ln(1 + other top documents linking to it)
+    top: int = 20  # how many of the best fused documents count as "the other top hits"
 
 
 @dataclass(frozen=True)
