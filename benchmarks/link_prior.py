@@ -187,6 +187,15 @@ def grid_search(
     return {"settings": results}
 
 
+def compact(setting: dict[str, Any]) -> dict[str, Any]:
+    """A grid setting with only its nDCG@10 per group (the whole grid's scores are 300 kB)."""
+    return {
+        **{name: setting[name] for name in ("backlinks", "linked", "top")},
+        "ndcg@10": {g: round(s["ndcg@10"], 4) for g, s in setting["scores"].items()},
+        "strict ndcg@10": {g: round(s["ndcg@10"], 4) for g, s in setting["strict"].items()},
+    }
+
+
 def engine_run(
     config: RaglineConfig, queries: list[SelfQuery], filters: SearchFilters, prior: LinksConfig
 ) -> dict[str, Any]:
@@ -269,7 +278,7 @@ def main() -> None:
         "baseline": baseline["scores"],
         "best_on_tuning": best,
         "best_strict_on_tuning": best_strict,
-        "grid": grid["settings"],
+        "grid": [compact(s) for s in grid["settings"]],
         "engine": runs,
     }
     (args.work / "link_prior.json").write_text(json.dumps(data, indent=1))
