@@ -156,6 +156,18 @@ class CodeRankingConfig(Strict):
     window: int = Field(default=50, ge=1, le=1000)
 
 
+class LinksConfig(Strict):
+    """The link prior in hybrid search (rag_serving/search/links.py): after fusion a
+    hit's score is multiplied by ``1 + backlinks · ln(1 + b) + linked · ln(1 + c)``,
+    ``b`` the documents linking to it, ``c`` those among the ``top`` best fused ones."""
+
+    # Measured on links of the Obsidian Hub (docs/benchmarks.md, "link_prior").
+    enabled: bool = True
+    backlinks: float = Field(default=0.4, ge=0, le=10)
+    linked: float = Field(default=0.4, ge=0, le=10)
+    top: int = Field(default=20, ge=1, le=200)
+
+
 class SearchConfig(Strict):
     """Defaults for ``hybrid_search`` and the CLI."""
 
@@ -171,6 +183,7 @@ class SearchConfig(Strict):
     rerank: RerankConfig = RerankConfig()
     feedback: FeedbackConfig = FeedbackConfig()
     code: CodeRankingConfig = CodeRankingConfig()
+    links: LinksConfig = LinksConfig()
 
 
 # Cron fields as Dagster reads them (its vendored croniter): ranges, names, the

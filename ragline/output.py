@@ -66,18 +66,26 @@ def render_search(result: SearchResult, explain: bool) -> None:
         elif hit.stale:
             console.print(f"    [yellow]stale: the file was {hit.stale} after it was indexed[/]")
         if explain:
-            parts = [
-                f"{name}: score {e['score']:.4f} (rank {e['rank_before']} before)"
-                if name == "rerank"
-                else f"role: {e['score']:+.1f} spreads ({e['contribution']:+.5f})"
-                if name == "role"  # [search.code]: what the query asks for, tests below
-                else f"{name}: rank {e['rank']} score {e['score']:.4f} (+{e['contribution']:.5f})"
-                for name, e in hit.explain.items()
-            ]
+            parts = [_explain_part(name, e) for name, e in hit.explain.items()]
             console.print(f"    [dim]explain: {'; '.join(parts) or '-'}[/]")
     if explain and result.timings:
         stages = ", ".join(f"{name} {ms:.1f}" for name, ms in result.timings.items())
         console.print(f"[dim]time (ms): {stages}[/]")
+
+
+def _explain_part(name: str, e: dict[str, float]) -> str:
+    """One stage's line in ``--explain``: a list's rank and contribution, the
+    reranker's score, or the link prior's factor and its counts."""
+    if name == "rerank":
+        return f"{name}: score {e['score']:.4f} (rank {e['rank_before']} before)"
+    if name == "role":  # [search.code]: what the query asks for, tests below
+        return f"role: {e['score']:+.1f} spreads ({e['contribution']:+.5f})"
+    if name == "links":
+        return (
+            f"{name}: ×{e['factor']:.3f} ({e['backlinks']:.0f} backlinks, "
+            f"{e['linked_from_top']:.0f} from the top hits)"
+        )
+    return f"{name}: rank {e['rank']} score {e['score']:.4f} (+{e['contribution']:.5f})"
 
 
 def _render_context(hit: SearchHit, ranks: dict[str, int]) -> None:

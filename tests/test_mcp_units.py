@@ -12,10 +12,10 @@ import pytest
 
 from rag_serving.config import McpToken, RaglineConfig
 from rag_serving.index.filters import SearchFilters
+from rag_serving.index.links import LinkGraph
 from rag_serving.mcp.auth import ConfigTokenVerifier, access_from_token
 from rag_serving.mcp.dagster_client import WEBSERVER_MARKER, running_webserver
 from rag_serving.mcp.documents import normalize_path
-from rag_serving.mcp.links import LinkGraph
 from rag_serving.mcp.search import SearchRequest, obsidian_anchor
 from rag_serving.reading.excerpts import Body, RangeError
 from rag_sources.errors import ConfigError

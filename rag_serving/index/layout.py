@@ -62,6 +62,12 @@ class IndexLayout:
         return self.data_dir / "search-fulltext" / generation_key
 
     @property
+    def link_counts_path(self) -> Path:
+        """This host's cache of the link prior's counts, per version of the documents
+        table (rag_serving/search/links.py)."""
+        return self.data_dir / "search-links.json"
+
+    @property
     def manifest_path(self) -> Path | RemoteManifest:
         """``index.json`` (a table beside the others when the tables are remote)."""
         if self.remote:

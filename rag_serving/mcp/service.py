@@ -13,10 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 from rag_serving.config import RaglineConfig
+from rag_serving.index.links import Edge, LinkGraphCache, Note
 from rag_serving.index.store import IndexStore
 from rag_serving.mcp.auth import Access
 from rag_serving.mcp.documents import Located, check_source, locate
-from rag_serving.mcp.links import Edge, LinkGraphCache, Note
 from rag_serving.mcp.models import (
     BacklinkOut,
     DocRef,

@@ -31,6 +31,7 @@ from rag_serving.index.filters import (
 from rag_serving.index.fingerprint import EmbedderFingerprint
 from rag_serving.index.fulltext import Bm25Hit, FulltextIndex
 from rag_serving.index.layout import IndexLayout, RemoteManifest
+from rag_serving.index.links import LinkGraph
 from rag_serving.index.manifest import (
     Generation,
     IndexManifest,
@@ -59,6 +60,7 @@ from rag_serving.search.fusion import (
     single_list,
     zscore_fusion,
 )
+from rag_serving.search.links import LinkCounts, LinkLift, LinkPriorSettings, with_link_prior
 from rag_serving.search.replica import FulltextReplica, prune_replicas
 from rag_serving.search.rerank import Reranker, create_reranker
 from rag_serving.search.rows import RowLocator
@@ -76,6 +78,10 @@ SNIPPET_CHARS = 220
 # With one hit per document, each list is read this many times k deep (at least):
 # room for the further chunks of the documents kept.
 COLLAPSE_DEPTH = 5
+# Fused hits the link prior re-scores: a well-linked note from this deep can reach the
+# top ten, and reading this many rows back costs ~0.1 ms on a warm engine.
+LINK_POOL = 50
+_LINK_COLUMNS = ["doc_id", "source", "path", "title", "aliases", "links_json"]
 _HIT_COLUMNS = [
     "chunk_id", "doc_id", "source", "kind", "path", "title", "heading", "anchor",
     "line_start", "line_end", "text", "modified", "indexed_at", "facets",
@@ -242,6 +248,7 @@ class SearchEngine:
         self._locator = RowLocator(_HIT_COLUMNS)
         self._tables: dict[str, tuple[int, dict[str, dict]]] = {}
         self._reranker: Reranker | None = None
+        self._links: tuple[int, LinkCounts] | None = None  # per `documents` version
         # Table versions as last asked (~6 ms a question on a loaded machine): asked again
         # once read_consistency_s has passed, when LanceDB itself would look again.
         self._consistency_s = read_consistency_s
@@ -467,16 +474,19 @@ class SearchEngine:
                     lists = self._with_feedback(lists, found)
         code = settings.code
         by_role = (code.intent or code.tests_below) and bool(self.vocabulary().languages)
+        prior = mode == "hybrid" and settings.links.enabled
+        pool = max(served, code.window if by_role else 0, LINK_POOL if prior else 0)
         with timer.stage("fuse"):
-            if mode == "hybrid":
-                fused = self._fuse(lists, max(served, code.window) if by_role else served)
-            else:
-                fused = single_list(lists[0])
+            fused = self._fuse(lists, pool) if mode == "hybrid" else single_list(lists[0])
+        lifts: dict[str, LinkLift] = {}
+        if prior and fused:
+            with timer.stage("links"):
+                fused, lifts = self._with_link_prior(fused)
         if by_role and fused:
             with timer.stage("roles"):
                 fused = self._by_role(query, fused, code)
-            if mode == "hybrid":
-                fused = fused[:served]
+        if mode == "hybrid":
+            fused = fused[:served]
         reranked: dict[str, dict[str, float]] = {}
         if rerank and fused and self.store.table_exists(self.generation.table):
             with timer.stage("rerank"):
@@ -484,8 +494,11 @@ class SearchEngine:
         found = {h.chunk_id: h for h in bm25}
         hits = self._materialize(query, fused, k, timer, found, filters.symbols, collapse)
         for i, hit in enumerate(hits):
+            if hit.chunk_id in lifts:
+                hit = replace(hit, explain={**hit.explain, "links": lifts[hit.chunk_id].as_dict()})
             if hit.chunk_id in reranked:
-                hits[i] = replace(hit, explain={**hit.explain, "rerank": reranked[hit.chunk_id]})
+                hit = replace(hit, explain={**hit.explain, "rerank": reranked[hit.chunk_id]})
+            hits[i] = hit
         if context:
             with timer.stage("context"):
                 grown = assemble_context(self.store, self.generation.table, hits, context)
@@ -552,6 +565,54 @@ class SearchEngine:
             moved.append(hit)
         order = sorted(range(len(moved)), key=lambda i: (-moved[i].score, i))
         return [moved[i] for i in order] + fused[code.window :]
+
+    def link_counts(self) -> LinkCounts:
+        """Backlink counts and outgoing links of every document, built from the
+        ``documents`` table once per version of it, and kept in a file for the next
+        process to read."""
+        version = self._version("documents")
+        with self._lock:
+            if self._links is not None and self._links[0] == version:
+                return self._links[1]
+            path = self.layout.link_counts_path
+            # a table dropped and made again starts its versions over: its rows too
+            key = {"index": self.config.index_uri or str(self.config.data_dir),
+                   "documents": version, "rows": self.store.count("documents")}  # fmt: skip
+            counts = LinkCounts.load(path, key)
+            if counts is None:
+                rows = (
+                    self.store.read("documents", columns=_LINK_COLUMNS).to_pylist()
+                    if version >= 0
+                    else []
+                )
+                counts = LinkCounts.of_graph(LinkGraph.build(rows))
+                counts.save(path, key)
+            self._links = (version, counts)
+            return counts
+
+    def _with_link_prior(self, fused: list[FusedHit]) -> tuple[list[FusedHit], dict[str, LinkLift]]:
+        """``fused`` re-scored by the link prior (rag_serving/search/links.py); a no-op,
+        reading nothing, in an index without links."""
+        counts = self.link_counts()
+        if not counts:
+            return fused, {}
+        doc_of = self._doc_ids([hit.id for hit in fused])
+        configured = self.config.search.links
+        settings = LinkPriorSettings(configured.backlinks, configured.linked, configured.top)
+        return with_link_prior(fused, doc_of, counts, settings)
+
+    def _doc_ids(self, chunk_ids: list[str]) -> dict[str, str]:
+        """Each chunk's document id: from the in-memory copy on a warm engine, else
+        from the chunks' rows."""
+        assert self.generation is not None
+        if self.warm:
+            with self._lock:
+                version = self._version(self.generation.table)
+                found = self._memory.column(chunk_ids, version, "doc_id")
+            if found is not None:
+                return found
+        rows = self._hit_rows(chunk_ids)
+        return {chunk_id: row["doc_id"] for chunk_id, row in rows.items()}
 
     def _check_symbols(self, symbols: tuple[str, ...], sources: tuple[str, ...]) -> None:
         """Fail, with close matches, on a symbol no served chunk of ``sources`` (all

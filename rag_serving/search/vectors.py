@@ -151,6 +151,18 @@ class InMemoryVectors:
         taken = matrix.rows.take(found).to_pylist()
         return {row["chunk_id"]: row for row in taken}
 
+    def column(self, chunk_ids: list[str], version: int, name: str) -> dict[str, Any] | None:
+        """One column's values of ``chunk_ids`` at table ``version`` (the link prior's
+        document ids: ~0.05 ms for 50, where whole rows take ~1 ms); None as ``rows``."""
+        matrix = self._matrix
+        if matrix is None or matrix.version != version:
+            return None
+        found = [matrix.positions.get(cid) for cid in chunk_ids]
+        if None in found:
+            return None
+        values = matrix.rows.column(name).take(found).to_pylist() if found else []
+        return dict(zip(chunk_ids, values, strict=True))
+
 
 def _one_blas_thread() -> Any:
     """A context in which numpy's BLAS uses one thread. The scan is bound by memory,

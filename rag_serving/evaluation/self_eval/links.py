@@ -24,7 +24,7 @@ from rag_serving.evaluation.self_eval.words import (
 def link_queries(corpus: Corpus) -> list[SelfQuery]:
     """A wikilink's surrounding words → the note it links to (resolved as Obsidian
     resolves links, within the linking note's source)."""
-    from rag_serving.mcp.links import LinkGraph
+    from rag_serving.index.links import LinkGraph
 
     rows = [{**d, "aliases": d.get("aliases") or []} for d in corpus.documents]
     graph = LinkGraph.build(rows)
