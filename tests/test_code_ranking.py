@@ -133,6 +133,8 @@ def test_a_where_question_puts_the_code_above_the_commit_that_touched_it(indexed
     assert hits[code - 1].path == "client/settings.py"
     assert code < first(hits, "history")
     assert hits[0].path == "client/settings.py"
+    # the commits that changed it link to it, but a record of changes is no backlink
+    assert "links" not in hits[0].explain
     commit = hits[first(hits, "history") - 1]
     assert commit.explain["role"]["contribution"] < 0  # --explain says why
     # without the intent the commit, whose message is the question's words, leads

@@ -68,7 +68,7 @@ from rag_serving.search.vectors import InMemoryVectors
 from rag_serving.search.weights import list_weights
 from rag_serving.status import scanned_after
 from rag_sources.errors import EmbedderMismatchError, FilterError, IndexNotBuiltError
-from rag_sources.kinds import kind_hit_details
+from rag_sources.kinds import kind_history_types, kind_hit_details
 from rag_sources.suggest import did_you_mean
 from rag_sources.where import sql_in, sql_string
 
@@ -81,7 +81,9 @@ COLLAPSE_DEPTH = 5
 # Fused hits the link prior re-scores: a well-linked note from this deep can reach the
 # top ten, and reading this many rows back costs ~0.1 ms on a warm engine.
 LINK_POOL = 50
-_LINK_COLUMNS = ["doc_id", "source", "path", "title", "aliases", "links_json"]
+_LINK_COLUMNS = ["doc_id", "source", "path", "title", "aliases", "links_json", "file_type"]
+# What the saved link counts were built by: a count file of another format is rebuilt.
+LINK_COUNTS_FORMAT = 2
 _HIT_COLUMNS = [
     "chunk_id", "doc_id", "source", "kind", "path", "title", "heading", "anchor",
     "line_start", "line_end", "text", "modified", "indexed_at", "facets",
@@ -576,7 +578,8 @@ class SearchEngine:
                 return self._links[1]
             path = self.layout.link_counts_path
             # a table dropped and made again starts its versions over: its rows too
-            key = {"index": self.config.index_uri or str(self.config.data_dir),
+            key = {"format": LINK_COUNTS_FORMAT,
+                   "index": self.config.index_uri or str(self.config.data_dir),
                    "documents": version, "rows": self.store.count("documents")}  # fmt: skip
             counts = LinkCounts.load(path, key)
             if counts is None:
@@ -585,6 +588,10 @@ class SearchEngine:
                     if version >= 0
                     else []
                 )
+                # A record of changes (a commit) links to the files it changed: that
+                # says nothing of which of them answers a question.
+                history = set(kind_history_types())
+                rows = [r for r in rows if r["file_type"] not in history]
                 counts = LinkCounts.of_graph(LinkGraph.build(rows))
                 counts.save(path, key)
             self._links = (version, counts)
