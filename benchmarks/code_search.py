@@ -294,7 +294,9 @@ def markdown(data: dict[str, Any]) -> str:
         f"{data['history_questions']} history questions "
         "(benchmarks/data/requests_code_questions.json), hybrid search, k = 10. Every row "
         "is the same index in the same run; *before* is `[search.code]` and "
-        "`[search] collapse` switched off (the base revision's ranking). The repository: `git clone "
+        "`[search] collapse` switched off (the base revision's ranking; the link prior, on in "
+        "every row, gives the same numbers here as without it). The "
+        "repository: `git clone "
         "https://github.com/psf/requests /tmp/requests && git -C /tmp/requests checkout "
         f"{data['commit']}`.",
         "",
