@@ -161,8 +161,9 @@ class LinksConfig(Strict):
     hit's score is multiplied by ``1 + backlinks · ln(1 + b) + linked · ln(1 + c)``,
     ``b`` the documents linking to it, ``c`` those among the ``top`` best fused ones."""
 
-    # Measured on links of the Obsidian Hub (docs/benchmarks.md, "link_prior").
-    enabled: bool = True
+    # Off: it wins on the Obsidian Hub's link set but costs the help vault's heading and
+    # fragment searches (docs/benchmarks.md, "link_prior", "link_prior_help").
+    enabled: bool = False
     backlinks: float = Field(default=0.4, ge=0, le=10)
     linked: float = Field(default=0.4, ge=0, le=10)
     top: int = Field(default=20, ge=1, le=200)

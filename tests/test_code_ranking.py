@@ -134,7 +134,11 @@ def test_a_where_question_puts_the_code_above_the_commit_that_touched_it(indexed
     assert code < first(hits, "history")
     assert hits[0].path == "client/settings.py"
     # the commits that changed it link to it, but a record of changes is no backlink
-    assert "links" not in hits[0].explain
+    links = indexed.search.links.model_copy(update={"enabled": True})
+    search = indexed.search.model_copy(update={"links": links})
+    linked = SearchEngine(indexed.model_copy(update={"search": search})).search(query, k=10)
+    assert "links" not in linked.hits[0].explain
+    assert [h.chunk_id for h in linked.hits] == [h.chunk_id for h in hits]
     commit = hits[first(hits, "history") - 1]
     assert commit.explain["role"]["contribution"] < 0  # --explain says why
     # without the intent the commit, whose message is the question's words, leads
