@@ -29,25 +29,18 @@ from benchmarks.report import save
 from benchmarks.revision_compare import worktree
 
 MODES = ("hybrid", "bm25", "vector")
-# Run inside each worktree: time `count` warm searches per mode, print JSON.
+# Run inside each worktree (this checkout's benchmarks/ copied there): time `count`
+# warm searches per mode, print JSON.
 PROBE = r"""
-import json, random, statistics, sys, time
+import json, statistics, sys, time
 from pathlib import Path
+from benchmarks.query_latency import sample_queries
 from rag_serving.config import parse_config_file
 from rag_serving.search import SearchEngine
 
 config, count = Path(sys.argv[1]), int(sys.argv[2])
 engine = SearchEngine(parse_config_file(config))
-rng = random.Random(7)
-titles = engine.store.read("documents", columns=["title"]).column("title").to_pylist()
-texts = engine.store.read(engine.generation.table, columns=["text"]).column("text").to_pylist()
-queries = rng.sample(titles, count // 2)
-for text in rng.sample(texts, count * 3):
-    words = [w for w in text.split() if w.isalpha()]
-    if len(words) >= 6:
-        queries.append(" ".join(words[:8]))
-    if len(queries) >= count:
-        break
+queries = sample_queries(engine.store, engine.generation.table, count)
 for q in queries[:5]:
     engine.search(q)
 out = {"chunks": engine.store.count(engine.generation.table)}
