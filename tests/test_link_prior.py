@@ -174,3 +174,33 @@ def test_the_counts_are_kept_for_the_next_process(
     path.write_text(json.dumps(kept))
     third = engine_for(with_links(linked_index, enabled=True)).link_counts()
     assert dict(third.backlinks) == dict(first.backlinks)
+
+
+def test_stored_links_are_read_within_their_caps() -> None:
+    from rag_serving.index.links import MAX_LINKS_JSON_CHARS, MAX_LINKS_PER_DOCUMENT, stored_links
+
+    many = json.dumps([{"target": f"n{i}"} for i in range(MAX_LINKS_PER_DOCUMENT + 10)])
+    assert len(stored_links(many)) == MAX_LINKS_PER_DOCUMENT
+    assert stored_links("[" * 100_000 + "]" * 100_000) == []  # deeper than JSON can read
+    assert stored_links('{"target": "x"}') == [] and stored_links("not json") == []
+    assert stored_links(json.dumps([{"target": "x" * MAX_LINKS_JSON_CHARS}])) == []
+
+
+def test_a_kept_counts_file_that_is_malformed_or_too_large_is_built_again(
+    linked_index: RaglineConfig, engine_for: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rag_serving.search import links
+
+    first = engine_for(with_links(linked_index, enabled=True)).link_counts()
+    path = Path(linked_index.data_dir) / "search-links.json"
+    kept = json.loads(path.read_text())
+    key = kept["key"]
+    for broken in ({**kept, "outgoing": ["x"]}, {**kept, "backlinks": {"a": "many"}}):
+        path.write_text(json.dumps(broken))
+        assert LinkCounts.load(path, key) is None
+    path.write_text(json.dumps(kept))
+    assert LinkCounts.load(path, key) is not None
+    monkeypatch.setattr(links, "MAX_COUNTS_BYTES", path.stat().st_size - 1)
+    assert LinkCounts.load(path, key) is None
+    again = engine_for(with_links(linked_index, enabled=True)).link_counts()
+    assert dict(again.backlinks) == dict(first.backlinks)

@@ -5,6 +5,11 @@ the path relative to the linking note's folder, the path from the source's root
 (both without extension), a path suffix, the file name (case-insensitive; the
 closest note wins when several share it) and the notes' aliases. Links never
 resolve across sources, so a note's neighbours are always in its own source.
+
+Bounded per document: its stored links are read only up to ``MAX_LINKS_JSON_CHARS``
+(a longer list, or one that is not a flat JSON list, counts as no links) and at most
+``MAX_LINKS_PER_DOCUMENT`` of them enter the graph, so one note of a million links
+cannot hold a search or the `neighbors` tool.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from typing import Any
 from rag_serving.index.store import IndexStore
 
 _SUFFIXES = (".md", ".markdown")
+MAX_LINKS_JSON_CHARS = 4_000_000  # of one document's stored links
+MAX_LINKS_PER_DOCUMENT = 5_000
 
 
 @dataclass(frozen=True)
@@ -132,7 +139,7 @@ class LinkGraph:
         for row in rows:
             origin = graph.notes[row["doc_id"]]
             edges = []
-            for raw in json.loads(row["links_json"] or "[]"):
+            for raw in stored_links(row["links_json"]):
                 link = Link.from_json(raw)
                 edge = Edge(origin, link, per_source[origin.source].resolve(link.target, origin))
                 edges.append(edge)
@@ -140,6 +147,20 @@ class LinkGraph:
                     graph.incoming[edge.resolved.doc_id].append(edge)
             graph.outgoing[origin.doc_id] = edges
         return graph
+
+
+def stored_links(text: str | None) -> list[dict[str, Any]]:
+    """A document's stored links, within the module's caps (none when over them or
+    malformed)."""
+    if not text or len(text) > MAX_LINKS_JSON_CHARS:
+        return []
+    try:
+        found = json.loads(text)
+    except (ValueError, RecursionError):
+        return []
+    if not isinstance(found, list):
+        return []
+    return [raw for raw in found[:MAX_LINKS_PER_DOCUMENT] if isinstance(raw, dict)]
 
 
 class LinkGraphCache:

@@ -27,6 +27,10 @@ from typing import Any
 from rag_serving.index.links import LinkGraph
 from rag_serving.search.fusion import FusedHit
 
+# The kept counts file is read only below this size (the Hub's 6.5k notes: 1.3 MB); a
+# larger one is ignored and the counts are built again.
+MAX_COUNTS_BYTES = 256 * 2**20
+
 
 @dataclass(frozen=True)
 class LinkPriorSettings:
@@ -82,16 +86,25 @@ class LinkCounts:
 
     @classmethod
     def load(cls, path: Path, key: dict[str, Any]) -> LinkCounts | None:
-        """The counts kept in ``path`` for ``key``; None when absent, unreadable or
-        kept for another state of the index."""
+        """The counts kept in ``path`` for ``key``; None when absent, unreadable, over
+        ``MAX_COUNTS_BYTES``, malformed or kept for another state of the index."""
         try:
+            if path.stat().st_size > MAX_COUNTS_BYTES:
+                return None
             payload = json.loads(path.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return None
         if not isinstance(payload, dict) or payload.get("key") != key:
             return None
-        outgoing = {doc: frozenset(targets) for doc, targets in payload["outgoing"].items()}
-        return cls(payload["backlinks"], outgoing)
+        backlinks, outgoing = payload.get("backlinks"), payload.get("outgoing")
+        if not isinstance(backlinks, dict) or not isinstance(outgoing, dict):
+            return None
+        try:
+            kept = {doc: frozenset(str(t) for t in targets) for doc, targets in outgoing.items()}
+            counts = {str(doc): int(n) for doc, n in backlinks.items()}
+        except (TypeError, ValueError):
+            return None
+        return cls(counts, kept)
 
 
 @dataclass(frozen=True)
