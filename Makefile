@@ -17,7 +17,8 @@ test: setup-dev
 
 # ragline supports Python 3.11-3.13: the query side (config, search, MCP, embedders)
 # and the compiled readers (pygit2, the tree-sitter grammars) run on the newest too,
-# in .venv-py313 (its indexes are built there as well).
+# in .venv-py313 (its indexes are built there as well). That venv has no PyTorch (only a
+# multi-GB CUDA build of it is at hand for 3.13 offline): its `torch` tests run on 3.11.
 PY313_TESTS = tests/test_config.py tests/test_config_validation.py tests/test_search.py \
 	tests/test_fusion.py tests/test_query_safety.py tests/test_mcp_tools.py \
 	tests/test_mcp_units.py tests/test_mcp_stdio.py tests/test_mcp_errors.py \
@@ -27,8 +28,8 @@ PY313_TESTS = tests/test_config.py tests/test_config_validation.py tests/test_se
 	tests/test_hostile_feeds.py tests/test_serving_bounds.py tests/test_limits_config.py
 
 test-py313:
-	scripts/setup.sh --dev --python 3.13
-	.venv-py313/bin/python -m pytest -p no:cacheprovider $(PY313_TESTS)
+	scripts/setup.sh --dev --no-torch --python 3.13
+	.venv-py313/bin/python -m pytest -p no:cacheprovider -m "not torch" $(PY313_TESTS)
 
 # The README's install without a clone: `pipx install` and `uv tool install` of this
 # repository into throw-away homes, used from another folder (init, index, search).

@@ -4,18 +4,22 @@
 #   scripts/setup.sh                        .venv (Python 3.11), runtime dependencies
 #   scripts/setup.sh --dev                  plus the test tools
 #   scripts/setup.sh --dev --python 3.13    .venv-py313 with Python 3.13 (any of 3.11-3.13)
+#   scripts/setup.sh --dev --no-torch ...   the test tools without PyTorch (tests marked
+#                                           `torch` cannot run there: deselect them)
 # The Python is found on PATH, among pyenv's versions, or installed with
 # `uv python install` (uv from PyPI, in .venv-tools/). PYTHON=/path/to/python overrides.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras=""
+torch=yes
 version="3.11"
 while [ $# -gt 0 ]; do
   case "$1" in
     --dev) extras="[dev]" ;;
+    --no-torch) torch=no ;;
     --python) version="${2:?--python needs a version such as 3.13}"; shift ;;
-    *) echo "usage: scripts/setup.sh [--dev] [--python 3.11|3.12|3.13]" >&2; exit 2 ;;
+    *) echo "usage: scripts/setup.sh [--dev [--no-torch]] [--python 3.11|3.12|3.13]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -58,15 +62,18 @@ python="${PYTHON:-}"
   exit 1
 }
 
+[ -n "$extras" ] && [ "$torch" = yes ] && extras="[dev,torch]"
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-stamp="$venv/.ragline-installed$(echo "$extras" | tr -d '[]')-$(cat pyproject.toml | sha256sum | cut -c1-16)"
+stamp="$venv/.ragline-installed$(echo "$extras" | tr -d '[],')-$(cat pyproject.toml | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   "$venv/bin/python" -m pip install --quiet --upgrade pip
-  if [ -n "$extras" ]; then
+  if [ "$extras" = "[dev,torch]" ]; then
     # The test tools include PyTorch (the tests compare the torch-free embedder with
     # sentence-transformers): its CPU build first and pinned, from PyTorch's CPU index
     # when it answers (or a local wheel pip is configured with); torch from PyPI alone
-    # is a multi-GB CUDA build on Linux. A plain setup installs no PyTorch at all.
+    # is a multi-GB CUDA build on Linux. A plain setup installs no PyTorch at all, and
+    # --no-torch leaves it out of the test tools (the Python 3.13 run: no CPU wheel of
+    # it is at hand offline, and the CUDA one filled CI's disk).
     cpu_index=https://download.pytorch.org/whl/cpu
     torch_index=()
     if "$venv/bin/python" -c "import urllib.request; urllib.request.urlopen('$cpu_index/torch/', timeout=10)" 2>/dev/null; then

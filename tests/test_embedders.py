@@ -37,6 +37,7 @@ def test_unknown_local_model_is_a_clear_error() -> None:
         create_embedder(SentenceTransformersConfig(model="BAAI/bge-small-en"))
 
 
+@pytest.mark.torch
 def test_onnx_query_encoder_matches_torch(sample_index: RaglineConfig) -> None:
     embedder = create_embedder(sample_index.embedder, sample_index.data_dir)
     assert embedder._onnx_path() is not None and embedder._onnx_path().is_file()  # type: ignore[attr-defined]
@@ -46,6 +47,7 @@ def test_onnx_query_encoder_matches_torch(sample_index: RaglineConfig) -> None:
     assert float(onnx_vector @ torch_vector) > 0.9999
 
 
+@pytest.mark.torch
 def test_onnx_document_backend_matches_torch_row_by_row(tmp_path) -> None:
     """A fresh data dir: the first embed_documents makes and checks the export, then
     batches of mixed lengths (padding, and a text past the 256-token limit) give the
@@ -113,6 +115,7 @@ def _tiny_mpnet_folder(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.torch
 def test_onnx_export_of_a_model_without_segment_ids(tmp_path: Path) -> None:
     """A local MPNet-style model (no token_type_ids) gets its checked ONNX export and
     embeds through it; it used to fall back to PyTorch ("Invalid input name")."""
@@ -129,6 +132,7 @@ def test_onnx_export_of_a_model_without_segment_ids(tmp_path: Path) -> None:
     assert float(embedder.embed_query("Sync") @ vectors[0]) > 0.9999
 
 
+@pytest.mark.torch
 def test_torch_document_backend_needs_no_export(tmp_path) -> None:
     config = SentenceTransformersConfig(document_backend="torch", query_backend="torch")
     embedder = create_embedder(config, tmp_path)
@@ -167,6 +171,7 @@ def test_search_during_an_embedder_switch_uses_the_live_vectors(
     assert same.notice is None and "notice" not in same.as_json()
 
 
+@pytest.mark.torch
 def test_a_process_sharing_its_host_embeds_on_its_share_of_threads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
