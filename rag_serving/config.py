@@ -92,6 +92,9 @@ class ChunkingConfig(Strict):
     max_tokens: int | None = Field(
         default=None, ge=16, description="hard cap; defaults to the embedder's input limit"
     )
+    # What leads each chunk's embedded text: its heading path, or the document's title
+    # then its heading path (docs/benchmarks.md, contextual_chunks).
+    context: Literal["headings", "title"] = "headings"
 
     @model_validator(mode="after")
     def _target_fits(self) -> ChunkingConfig:

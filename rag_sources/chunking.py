@@ -192,8 +192,10 @@ class _Chunker:
         maximum: int,
         base_path: tuple[str, ...] = (),
         max_heading_chars: int = MAX_HEADING_CHARS,
+        title: str = "",
     ) -> None:
         self.body = note.body
+        self.title = cap_heading(title, max_heading_chars)
         self.first_line = note.body_start_line
         self.base_path = base_path
         self.count_tokens = count_tokens
@@ -240,19 +242,27 @@ class _Chunker:
     def prime_contexts(self, paths: Sequence[tuple[str, ...]]) -> None:
         """Count the context lines of many heading paths in one tokenizer call."""
         todo = sorted({p for p in paths if p not in self._context_cache})
-        texts = [_context(p) for p in todo]
+        texts = [_context(self.titled(p)) for p in todo]
         for path, text, n in zip(todo, texts, self.count(texts), strict=True):
             if n <= self.max // 2:
                 self._context_cache[path] = (text, n if text else 0)
 
+    def titled(self, path: tuple[str, ...]) -> tuple[str, ...]:
+        """The labels of a chunk's context line: the document's title (when it is given
+        and is not already the first heading), then its heading path."""
+        if not self.title or (path and path[0].casefold() == self.title.casefold()):
+            return path
+        return (self.title, *path)
+
     def context(self, path: tuple[str, ...]) -> tuple[str, int]:
         """Context line for a heading path and its token count (kept under max/2)."""
         if path not in self._context_cache:
-            text = _context(path)
+            labels = self.titled(path)
+            text = _context(labels)
             n = self.count([text])[0] if text else 0
             budget = self.max // 2
-            if n > budget and len(path) > 1:
-                text = _context(path[-1:])
+            if n > budget and len(labels) > 1:
+                text = _context(self.titled(path[-1:]))
                 n = self.count([text])[0]
             if n > budget:
                 end = self.longest_prefix(text, 0, len(text), "", budget)
@@ -519,18 +529,21 @@ def chunk_note(
     target_tokens: int,
     max_tokens: int,
     max_heading_chars: int = MAX_HEADING_CHARS,
+    title: str = "",
 ) -> list[Chunk]:
     """Cut a note's body into heading-aware chunks of at most ``max_tokens`` tokens.
 
     ``count_tokens`` is the embedder's tokenizer (token counts without special
     tokens); chunks aim at ``target_tokens`` and never exceed ``max_tokens``. An
     empty body gives no chunks. Deterministic: same note, same chunks. Headings
-    name chunks by at most ``max_heading_chars`` characters (the source's limit).
+    name chunks by at most ``max_heading_chars`` characters (the source's limit). A
+    ``title`` leads each chunk's context line (what is embedded), not its heading path.
     """
     _check_budget(target_tokens, max_tokens)
     return _Chunker(
-        note, count_tokens, target_tokens, max_tokens, max_heading_chars=max_heading_chars
-    ).run()
+        note, count_tokens, target_tokens, max_tokens, max_heading_chars=max_heading_chars,
+        title=title,
+    ).run()  # fmt: skip
 
 
 def _join_paths(base: tuple[str, ...], inner: tuple[str, ...]) -> tuple[str, ...]:
@@ -549,6 +562,7 @@ def chunk_sections(
     target_tokens: int,
     max_tokens: int,
     max_heading_chars: int = MAX_HEADING_CHARS,
+    title: str = "",
 ) -> list[Chunk]:
     """Chunks of a document body: with no sections, by headings (``chunk_note``); else
     each section (page, slide, chapter) on its own, so every chunk cites one of them.
@@ -559,7 +573,9 @@ def chunk_sections(
     """
     if not sections:
         note = _note(body, body_start_line)
-        return chunk_note(note, count_tokens, target_tokens, max_tokens, max_heading_chars)
+        return chunk_note(
+            note, count_tokens, target_tokens, max_tokens, max_heading_chars, title
+        )
     _check_budget(target_tokens, max_tokens)
     lines = body.split("\n")
     chunks: list[Chunk] = []
@@ -571,7 +587,7 @@ def chunk_sections(
         base = cap_heading_path(section.heading_path, max_heading_chars)
         chunker = _Chunker(
             _note(text, section.line_start), count_tokens, target_tokens, max_tokens, base,
-            max_heading_chars,
+            max_heading_chars, title,
         )  # fmt: skip
         for piece in chunker.run():
             chunks.append(replace(piece, ordinal=len(chunks), anchor=section.anchor))

@@ -33,6 +33,7 @@ def check_invariants(
     count: Counter,
     file_lines: list[str],
     max_tokens: int = MAX,
+    title: str = "",
 ) -> None:
     """The guarantees every chunking must keep."""
     assert [c.ordinal for c in chunks] == list(range(len(chunks)))
@@ -43,7 +44,10 @@ def check_invariants(
     for chunk, n in zip(chunks, exact, strict=True):
         assert chunk.token_count == n <= max_tokens
         assert chunk.text.strip()
-        context = " > ".join(chunk.heading_path)
+        labels = chunk.heading_path
+        if title and not (labels and labels[0].casefold() == title.casefold()):
+            labels = [title, *labels]
+        context = " > ".join(labels)
         if count.embedder.count_tokens([context])[0] <= max_tokens // 2:
             expected = f"{context}\n\n{chunk.text}" if context else chunk.text
             assert chunk.embed_text == expected
@@ -340,3 +344,32 @@ def test_vault_known_note_chunks(count: Counter) -> None:
     assert (chunks[1].line_start, chunks[1].line_end) == (19, 32)
     # the YAML example inside the code fence does not start a section
     assert "# Dog" in chunks[1].text
+
+
+def test_a_title_leads_the_embedded_context_but_not_the_heading_path(count: Counter) -> None:
+    text = "Intro line.\n\n## Install\n\n" + paragraph(0, 30) + "\n"
+    note = note_of(text)
+    chunks = chunk_note(note, count, TARGET, MAX, title="Setup guide")
+    check_invariants(note, chunks, count, text.split("\n"), title="Setup guide")
+    assert chunks[0].embed_text.startswith("Setup guide\n\nIntro line.")
+    assert chunks[-1].heading_path == ["Install"]
+    assert chunks[-1].embed_text.startswith("Setup guide > Install\n\n")
+    assert all(c.token_count <= MAX for c in chunks)
+
+
+def test_a_title_that_is_already_the_first_heading_is_not_repeated(count: Counter) -> None:
+    text = "# Setup Guide\n\nRun it.\n"
+    [chunk] = chunk_note(note_of(text), count, TARGET, MAX, title="setup guide")
+    assert chunk.embed_text == "Setup Guide\n\n# Setup Guide\n\nRun it."
+
+
+def test_a_huge_title_keeps_the_context_within_half_the_budget(count: Counter) -> None:
+    title = " ".join(f"t{i}" for i in range(400))
+    text = "# Child\n\n" + paragraph(0, 30) + "\n"
+    note = note_of(text)
+    chunks = chunk_note(note, count, TARGET, MAX, title=title)
+    check_invariants(note, chunks, count, text.split("\n"), title=title)
+    for chunk in chunks:
+        context = chunk.embed_text.split("\n\n", 1)[0]
+        assert context.startswith("t0 t1")
+        assert count.embedder.count_tokens([context])[0] <= MAX // 2

@@ -29,8 +29,8 @@ from rag_sources.where import sql_in, sql_string
 READ_BATCH = 200  # documents read and chunked at a time
 COMMIT_CHUNKS = 2048  # staged chunks per commit (whole documents)
 _DOC_COLUMNS = [
-    "doc_id", "source", "path", "body", "body_start_line", "content_hash", "sections_json",
-    "file_type",
+    "doc_id", "source", "path", "title", "body", "body_start_line", "content_hash",
+    "sections_json", "file_type",
 ]  # fmt: skip
 _ROW_DOC_COLUMNS = ("doc_id", "source", "content_hash")  # what a chunk's row takes
 _COPY_COLUMNS = [
@@ -52,7 +52,17 @@ def chunking_key(chunking: ChunkingConfig, embedder: Embedder, kind_version: str
     target, maximum = chunk_budget(chunking, embedder)
     fp = embedder.fingerprint
     key = f"{fp.chunker_version}|{fp.provider}|{fp.model}|{target}|{maximum}"
+    if chunking.context != "headings":
+        key += f"|context={chunking.context}"
     return text_hash(key + (f"|{kind_version}" if kind_version else ""))[:16]
+
+
+def chunked_input(doc: dict[str, Any], chunking: ChunkingConfig) -> str:
+    """What a document's chunks were made from: its content hash, and its title when
+    the title leads the embedded text (a renamed note's title changes, its bytes do not)."""
+    if chunking.context == "title" and doc.get("title"):
+        return text_hash(f"{doc['content_hash']}\x1f{doc['title']}")
+    return doc["content_hash"]
 
 
 def chunk_source(
@@ -75,7 +85,12 @@ def chunk_source(
     source = kind.config
     scope = f"source = {sql_string(source.name)}"
     where = scope if only is None else f"{scope} AND {sql_in('doc_id', sorted(only))}"
-    docs = store.read("documents", where=where, columns=["doc_id", "content_hash"]).to_pylist()
+    docs = [
+        {"doc_id": d["doc_id"], "content_hash": chunked_input(d, chunking)}
+        for d in store.read(
+            "documents", where=where, columns=["doc_id", "content_hash", "title"]
+        ).to_pylist()
+    ]
     store.staged_chunks()  # opened as a writer: adds columns an older index lacks
     staged = store.read(
         "staged_chunks", where=where, columns=["doc_id", "doc_content_hash", "chunking_key"]
@@ -116,12 +131,13 @@ def chunk_source(
         ids = todo[start : start + batch_size]
         where = sql_in("doc_id", ids)
         for doc in store.read("documents", where=where, columns=_DOC_COLUMNS).to_pylist():
+            doc["content_hash"] = chunked_input(doc, chunking)
             donor = donors.get(doc["content_hash"])
             if donor is not None and donor != doc["doc_id"]:
                 pieces = _copied_chunks(store, donor)
                 result.extra["reused_chunkings"] = int(result.extra.get("reused_chunkings", 0)) + 1
             else:
-                view = _view(doc, heading_chars)
+                view = _view(doc, heading_chars, chunking.context == "title")
                 pieces = kind.chunk(view, embedder.count_tokens, target, maximum)
             pending.append(({k: doc[k] for k in _ROW_DOC_COLUMNS}, pieces))
             pending_chunks += len(pieces)
@@ -185,10 +201,11 @@ def row_batches(
         yield pa.RecordBatch.from_pylist(rows, schemas.STAGED_CHUNKS)
 
 
-def _view(doc: dict[str, Any], max_heading_chars: int) -> DocumentView:
+def _view(doc: dict[str, Any], max_heading_chars: int, titled: bool) -> DocumentView:
     """The document as its kind's chunker reads it; the headings its parser gave its
     sections (a PDF's outline, an EPUB's chapter titles, a commit's subject) capped
-    at the source's ``max_heading_chars``: every chunk of a section carries them."""
+    at the source's ``max_heading_chars``: every chunk of a section carries them. With
+    ``titled``, the document's title leads each chunk's embedded context line."""
     sections = [
         replace(s, heading_path=cap_heading_path(s.heading_path, max_heading_chars))
         for s in map(Section.from_json, json.loads(doc["sections_json"] or "[]"))
@@ -199,6 +216,7 @@ def _view(doc: dict[str, Any], max_heading_chars: int) -> DocumentView:
         body_start_line=int(doc["body_start_line"] or 1),
         sections=sections,
         file_type=doc["file_type"],
+        title=(doc["title"] or "") if titled else "",
     )
 
 

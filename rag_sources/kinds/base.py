@@ -82,6 +82,7 @@ class DocumentView:
     body_start_line: int
     sections: list[Any]  # formats.model.Section
     file_type: str | None
+    title: str = ""  # leads each chunk's embedded context line ('' for none)
 
 
 class SourceKind(ABC):
@@ -211,4 +212,5 @@ class SourceKind(ABC):
             target,
             maximum,
             max_heading_chars=self.config.limits.max_heading_chars,
+            title=document.title,
         )
