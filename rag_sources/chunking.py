@@ -573,9 +573,7 @@ def chunk_sections(
     """
     if not sections:
         note = _note(body, body_start_line)
-        return chunk_note(
-            note, count_tokens, target_tokens, max_tokens, max_heading_chars, title
-        )
+        return chunk_note(note, count_tokens, target_tokens, max_tokens, max_heading_chars, title)
     _check_budget(target_tokens, max_tokens)
     lines = body.split("\n")
     chunks: list[Chunk] = []
