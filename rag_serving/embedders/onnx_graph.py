@@ -214,7 +214,7 @@ def check_supported(model_dir: Path) -> tuple[dict[str, Any], Pooling]:
 def weights_key(model_dir: Path, cache_dir: Path | None = None) -> str:
     """A hash of the folder's weights and configs (16 hex digits). Remembered in
     ``cache_dir/weights.json`` by the files' sizes and mtimes, so that only a changed
-    folder is read again (hashing 90 MB costs ~0.2 s)."""
+    folder is read again (hashing the bundled model's 45 MB takes under 0.1 s)."""
     files = sorted(
         path
         for pattern in ("*.json", "*.safetensors", "pytorch_model.bin", "*/config.json")
