@@ -63,14 +63,16 @@ def _real_chunks() -> list[str]:
 
 @pytest.mark.shared_data
 def test_the_bundled_model_gives_sentence_transformers_vectors(tmp_path: Path) -> None:
+    import torch
     from sentence_transformers import SentenceTransformer
 
     chunks = _real_chunks()
     embedder = create_embedder(SentenceTransformersConfig(), tmp_path)
     ours = embedder.embed_documents(chunks)
-    reference = SentenceTransformer(str(bundled_model_dir()), device="cpu").encode(
-        chunks, batch_size=64, normalize_embeddings=True, convert_to_numpy=True
-    )
+    # float32, as the graph computes (transformers 5 loads the float16 weights as such)
+    reference = SentenceTransformer(
+        str(bundled_model_dir()), device="cpu", model_kwargs={"dtype": torch.float32}
+    ).encode(chunks, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
     cosine = np.sum(ours * reference, axis=1)
     assert float(cosine.min()) >= 0.9999, (float(cosine.min()), chunks[int(cosine.argmin())])
     # A query goes through its own one-thread session of the same graph.

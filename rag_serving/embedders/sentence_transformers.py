@@ -167,6 +167,7 @@ class SentenceTransformersEmbedder(Embedder):
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
                 try:
+                    import torch
                     from sentence_transformers import SentenceTransformer
                     from transformers.utils import logging as transformers_logging
                 except ImportError as exc:
@@ -178,9 +179,12 @@ class SentenceTransformersEmbedder(Embedder):
                 transformers_logging.set_verbosity_error()
                 transformers_logging.disable_progress_bar()
 
+                # In float32, as the ONNX graph computes: transformers 5 would load a
+                # checkpoint in the dtype it is stored in (the bundled weights are
+                # float16, setup.py), slower on a CPU and further from the ONNX vectors.
                 _LOADED[key] = SentenceTransformer(
                     str(self.model_dir), device=_torch_device(self.config.device),
-                    local_files_only=True,
+                    local_files_only=True, model_kwargs={"dtype": torch.float32},
                 )  # fmt: skip
             return _LOADED[key]
 
