@@ -108,6 +108,21 @@ def test_indexing_goes_on_when_the_model_is_down(tmp_path: Path) -> None:
     assert {p for p in document_tags(config) if p.startswith("new-")} == {
         "new-0.md", "new-1.md", "new-2.md"
     }  # fmt: skip
+    assert "3 document(s) to tag when the model answers" in note
+    # The model answers again: the notes it missed are tagged on the next run, unchanged
+    # as they are, and found by their tags; after that it is not asked about them again.
+    reply = '{"tags": ["Fresh"]}'
+    with OllamaStandIn(chat_reply=lambda messages, schema: reply) as standin:
+        config = setup(tmp_path, standin.host)
+        outcome = index(config)
+        assert len(standin.chat_requests) == 3
+        assert "3 new document(s) tagged" in outcome.metadata["parsed_documents"]["auto_tags"]
+        tags = document_tags(config)
+        assert all(tags[f"new-{n}.md"] == ["fresh"] for n in range(3))
+        assert tags["pumps.md"] == ["hydraulics"]
+        assert tagged_paths(config, "fresh text", "fresh") == {"new-0.md", "new-1.md", "new-2.md"}
+        index(config)
+        assert len(standin.chat_requests) == 3
 
 
 def test_without_auto_tags_the_model_is_never_asked(tmp_path: Path) -> None:

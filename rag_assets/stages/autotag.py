@@ -13,6 +13,9 @@ time it is parsed, so an edit keeps them and the model is asked once per documen
 
 The model being down never fails the source: the first "unavailable" answer stops
 the asking for the rest of the run, and the run's metadata (``auto_tags``) says why.
+A new document the model was not asked about (down, over the run's cap, an invalid
+answer) is owed its tags: ``model_tags`` keeps it with no tags, and later runs parse
+it again and ask, until it has them.
 """
 
 from __future__ import annotations
@@ -49,7 +52,11 @@ class DocumentTagger:
         self.source = source.name
         self._scope = f"source = {sql_string(source.name)}"
         rows = store.read(TABLE, where=self._scope, columns=["doc_id", "tags"]).to_pylist()
-        self.kept: dict[str, list[str]] = {r["doc_id"]: list(r["tags"] or []) for r in rows}
+        self.kept: dict[str, list[str]] = {
+            r["doc_id"]: list(r["tags"]) for r in rows if r["tags"] is not None
+        }
+        # New documents not tagged yet (rows without tags): asked about again.
+        self.owed: set[str] = {r["doc_id"] for r in rows if r["tags"] is None}
         first_index = store.count("documents", self._scope) == 0
         self.asking = source.auto_tags and not first_index
         self.backlog = source.auto_tags and first_index
@@ -73,14 +80,33 @@ class DocumentTagger:
         tagger = cls(store, source, llm)
         return tagger if tagger.kept or source.auto_tags else None
 
+    def owes(self, doc_id: str) -> bool:
+        """Whether the document is owed its tags and this run may ask for them."""
+        return self.asking and doc_id in self.owed
+
     def apply(self, row: dict[str, Any], new: bool) -> None:
         """Add the document's model tags to ``row['tags']`` (asking for them when it
-        is new and the source wants them)."""
-        tags = self.kept.get(row["doc_id"])
-        if tags is None and new and self.asking:
+        is new, or owed them, and the source wants them)."""
+        doc_id = row["doc_id"]
+        tags = self.kept.get(doc_id)
+        if tags is None and self.asking and (new or doc_id in self.owed):
             tags = self._ask(row)
+            if tags is None and doc_id not in self.owed:
+                self.owed.add(doc_id)
+                self._pending.append(self._row(row, None))
         if tags:
             row["tags"] = list(dict.fromkeys([*(row["tags"] or []), *tags]))
+
+    def _row(self, row: dict[str, Any], tags: list[str] | None) -> dict[str, Any]:
+        model = self._chat.model if tags is not None and self._chat is not None else None
+        return {
+            "doc_id": row["doc_id"],
+            "source": self.source,
+            "path": row["path"],
+            "tags": tags,
+            "model": model,
+            "tagged_at": datetime.now(UTC) if tags is not None else None,
+        }
 
     def _ask(self, row: dict[str, Any]) -> list[str] | None:
         if self.stopped is not None:
@@ -106,23 +132,15 @@ class DocumentTagger:
             return None
         self.tagged += 1
         self.kept[row["doc_id"]] = tags
+        self.owed.discard(row["doc_id"])
         # Later documents of the run may reuse what this one was given.
         self._known += [t for t in tags if t not in self._known]
-        self._pending.append(
-            {
-                "doc_id": row["doc_id"],
-                "source": self.source,
-                "path": row["path"],
-                "tags": tags,
-                "model": self._chat.model,
-                "tagged_at": datetime.now(UTC),
-            }
-        )
+        self._pending.append(self._row(row, tags))
         return tags
 
     def flush(self, gone: list[str] | None = None) -> None:
         """Write the tags asked for so far; forget those of ``gone`` documents."""
-        forgotten = [d for d in gone or () if d in self.kept]
+        forgotten = [d for d in gone or () if d in self.kept or d in self.owed]
         if not self._pending and not forgotten:
             return
         self.store.apply_changes(
@@ -134,6 +152,7 @@ class DocumentTagger:
         self._pending = []
         for doc_id in forgotten:
             self.kept.pop(doc_id, None)
+            self.owed.discard(doc_id)
 
     def summary(self) -> str | None:
         """One line for the run's metadata: what was tagged, or why not."""
@@ -143,9 +162,13 @@ class DocumentTagger:
         if self.backlog:
             parts.append("the source's first index is not tagged (only documents added later)")
         if self.left:
-            parts.append(f"{self.left} more left untagged (at most {MAX_TAGGED_PER_RUN} per run)")
+            parts.append(
+                f"{self.left} more left for a later run (at most {MAX_TAGGED_PER_RUN} per run)"
+            )
         if self.failed:
             parts.append(f"{self.failed} not tagged: {self.last_error}")
         if self.stopped is not None:
             parts.append(f"auto-tags skipped: {self.stopped}")
+        if self.owed and (self.stopped is not None or self.failed or self.left):
+            parts.append(f"{len(self.owed)} document(s) to tag when the model answers")
         return "; ".join(parts) or None

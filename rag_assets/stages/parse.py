@@ -81,7 +81,13 @@ def parse_source(
         for f in files
         if not f["error"] and issues.get(f["doc_id"], {}).get("parser") == UNAVAILABLE_MARK
     ]
-    todo = [f for f in files if full or _needs_parse(kind, f, parsed, issues, deferred_pass)]
+    todo = [
+        f
+        for f in files
+        if full
+        or _needs_parse(kind, f, parsed, issues, deferred_pass)
+        or (tagger is not None and tagger.owes(f["doc_id"]) and not f["error"])
+    ]
     result.unchanged = len(files) - len(todo)
     del files
     gone = [d for d in set(parsed) | set(issues) if d not in live]
