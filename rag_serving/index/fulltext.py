@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ import tantivy
 from rag_serving.index.analysis import (
     BIGRAM_FIELD,
     DEFAULT_TEXT_FIELD,
+    NOSPACE_RUN,
     TEXT_FIELDS,
     WORDS_ANALYZER,
     bigram_query_text,
@@ -69,6 +71,8 @@ _SYNTAX_INSIDE = re.compile(r"[\^~*]")
 _PLUSES = re.compile(r"\++")
 _HYPHENS = re.compile(r"-+")
 _FIELD_PREFIX = re.compile(r"(?<![\w\\])([A-Za-z_][\w.]*):(\*?)")
+_OPERATORS = frozenset({"AND", "OR", "NOT", "IN"})
+_GROUPING = re.compile(r"[()\[\]{}]")
 
 
 def _build_schema() -> tantivy.Schema:
@@ -200,6 +204,49 @@ def _loosen_token(match: re.Match[str]) -> str:
     return " ".join(p for p in out if p)
 
 
+def weigh_repeated_words(text: str) -> str:
+    """A word written n times in the query counts n times: its first occurrence gets
+    ``^n`` and the others go ("wing flutter wing" → ``wing^2 flutter``). Tantivy's
+    parser scores a repeated word once; BM25 counts the query's term frequency (so
+    does LanceDB's full-text search), which long, verbose questions rely on: plain
+    Tantivy over CISI 0.309 → 0.360 (docs/decisions.md). Only plain words outside quotes are
+    counted; words of scripts without spaces are left to the bigram rewrite, and a
+    query with boolean syntax (AND, OR, NOT, +/-, parentheses) is left as written."""
+    parts = text.split('"')
+    counts: Counter[str] = Counter()
+    for i in range(0, len(parts), 2):  # even parts are outside quotes
+        for token in _TOKEN.findall(parts[i]):
+            if token in _OPERATORS or token[0] in "+-" or _GROUPING.search(token):
+                return text
+            if _countable(token):
+                counts[token.casefold()] += 1
+    if all(n == 1 for n in counts.values()):
+        return text
+    seen: set[str] = set()
+
+    def weigh(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if not _countable(token):
+            return token
+        key = token.casefold()
+        if key in seen:
+            return ""
+        seen.add(key)
+        return f"{token}^{counts[key]}" if counts[key] > 1 else token
+
+    for i in range(0, len(parts), 2):
+        parts[i] = _TOKEN.sub(weigh, parts[i])
+    return '"'.join(parts)
+
+
+def _countable(token: str) -> bool:
+    return (
+        _WORD.fullmatch(token) is not None
+        and token not in _OPERATORS
+        and NOSPACE_RUN.search(token) is None
+    )
+
+
 class FulltextIndex:
     """A Tantivy index stored in one folder."""
 
@@ -250,16 +297,22 @@ class FulltextIndex:
         others = [f for f in TEXT_FIELDS[1:] if searcher.doc_freq("text_field", f) > 0]
         return [*DEFAULT_FIELDS, *others]
 
-    def search(self, text: str, filters: SearchFilters, limit: int) -> list[Bm25Hit]:
-        """BM25 hits for the user's ``text`` within ``filters``, best first."""
+    def search(
+        self, text: str, filters: SearchFilters, limit: int, count_repeats: bool = False
+    ) -> list[Bm25Hit]:
+        """BM25 hits for the user's ``text`` within ``filters``, best first; with
+        ``count_repeats``, a word the query repeats counts as often as it is written
+        (``weigh_repeated_words``)."""
         searcher = self.index.searcher()
         fields = self._query_fields(searcher)
         try:
-            result = self._search(searcher, self._user_query(text, fields), filters, limit)
+            query = self._user_query(text, fields, count_repeats=count_repeats)
+            result = self._search(searcher, query, filters, limit)
         except ValueError:
             # Syntax the parser accepted but the searcher refuses: search the words.
             try:
-                result = self._search(searcher, self._words_query(text, fields), filters, limit)
+                query = self._words_query(text, fields, count_repeats=count_repeats)
+                result = self._search(searcher, query, filters, limit)
             except ValueError as exc:
                 raise _query_error(text, exc) from None
         if result is None:
@@ -370,9 +423,11 @@ class FulltextIndex:
         return out
 
     def _user_query(
-        self, text: str, fields: list[str], snippets: bool = False
+        self, text: str, fields: list[str], snippets: bool = False, count_repeats: bool = False
     ) -> tantivy.Query | None:
         cleaned = loosen_joined_words(sanitize_query(fold_compatibility(text))).strip()
+        if count_repeats:
+            cleaned = weigh_repeated_words(cleaned).strip()
         if not cleaned:
             return None
         query, errors = self.index.parse_query_lenient(
@@ -383,14 +438,16 @@ class FulltextIndex:
         if errors:
             # Syntax the parser could not honour (an unbalanced quote, a lone
             # operator): search the words themselves rather than a partial query.
-            return self._words_query(text, fields, snippets)
+            return self._words_query(text, fields, snippets, count_repeats)
         return query
 
     def _words_query(
-        self, text: str, fields: list[str], snippets: bool = False
+        self, text: str, fields: list[str], snippets: bool = False, count_repeats: bool = False
     ) -> tantivy.Query | None:
         """``text``'s words alone, every piece of query syntax dropped."""
         words = " ".join(_WORD.findall(fold_compatibility(text)))
+        if count_repeats:
+            words = weigh_repeated_words(words)
         if not words:
             return None
         query, _ = self.index.parse_query_lenient(

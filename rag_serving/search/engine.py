@@ -455,7 +455,9 @@ class SearchEngine:
         bm25: list[Bm25Hit] = []
         if mode in ("hybrid", "bm25"):
             with timer.stage("bm25"):
-                bm25 = self.fulltext.search(query, filters, depth)
+                # bm25 mode counts a repeated word as often as it is written; in the
+                # fusion that lost (docs/decisions.md, "repeated words").
+                bm25 = self.fulltext.search(query, filters, depth, count_repeats=mode == "bm25")
             lists.append(
                 RankedList(
                     "bm25",
