@@ -4,12 +4,10 @@ A real Tantivy index; the rewriting itself as a pure function."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 
-from rag_serving.index.filters import SearchFilters
 from rag_serving.index.fulltext import FulltextIndex, loosen_joined_words
+from tests.fulltext_notes import found, fulltext_of
 
 NOTES = {
     "twitch": "Sprinters have more fast fibres; the twitch of those muscles is short.",
@@ -25,19 +23,11 @@ NOTES = {
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory) -> FulltextIndex:
-    index = FulltextIndex(tmp_path_factory.mktemp("joined") / "fulltext")
-    rows = [
-        {"chunk_id": f"{i:032x}", "doc_id": name, "source": "s", "path": f"{name}.md",
-         "text": text, "row_hash": "h", "modified": datetime(2024, 1, 1, tzinfo=UTC)}
-        for i, (name, text) in enumerate(NOTES.items())
-    ]  # fmt: skip
-    index.replace([], rows)
-    return index
+    return fulltext_of(tmp_path_factory.mktemp("joined"), NOTES)
 
 
 def _found(index: FulltextIndex, query: str) -> list[str]:
-    names = list(NOTES)
-    return [names[int(hit.chunk_id, 16)] for hit in index.search(query, SearchFilters(), 10)]
+    return found(index, NOTES, query)
 
 
 @pytest.mark.parametrize(

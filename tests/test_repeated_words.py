@@ -4,7 +4,6 @@ itself as a pure function (issue 31, item 1)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from rag_serving.index.filters import SearchFilters
 from rag_serving.index.fulltext import FulltextIndex, weigh_repeated_words
 from rag_serving.search import SearchEngine
 from tests.conftest import build_index, write_config
+from tests.fulltext_notes import found, fulltext_of
 
 NOTES = {
     "flutter": "Flutter of the tail panel at speed.",
@@ -22,20 +22,11 @@ NOTES = {
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory) -> FulltextIndex:
-    index = FulltextIndex(tmp_path_factory.mktemp("repeated") / "fulltext")
-    rows = [
-        {"chunk_id": f"{i:032x}", "doc_id": name, "source": "s", "path": f"{i}.md",
-         "text": text, "row_hash": "h", "modified": datetime(2024, 1, 1, tzinfo=UTC)}
-        for i, (name, text) in enumerate(NOTES.items())
-    ]  # fmt: skip
-    index.replace([], rows)
-    return index
+    return fulltext_of(tmp_path_factory.mktemp("repeated"), NOTES, named_paths=False)
 
 
 def _found(index: FulltextIndex, query: str, count_repeats: bool = True) -> list[str]:
-    names = list(NOTES)
-    hits = index.search(query, SearchFilters(), 10, count_repeats=count_repeats)
-    return [names[int(hit.chunk_id, 16)] for hit in hits]
+    return found(index, NOTES, query, count_repeats=count_repeats)
 
 
 @pytest.mark.parametrize(
