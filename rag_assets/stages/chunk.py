@@ -85,11 +85,11 @@ def chunk_source(
     source = kind.config
     scope = f"source = {sql_string(source.name)}"
     where = scope if only is None else f"{scope} AND {sql_in('doc_id', sorted(only))}"
+    # Titles are read only where they lead the embedded text (every run reads this list).
+    doc_columns = ["doc_id", "content_hash", *(["title"] if chunking.context == "title" else [])]
     docs = [
         {"doc_id": d["doc_id"], "content_hash": chunked_input(d, chunking)}
-        for d in store.read(
-            "documents", where=where, columns=["doc_id", "content_hash", "title"]
-        ).to_pylist()
+        for d in store.read("documents", where=where, columns=doc_columns).to_pylist()
     ]
     store.staged_chunks()  # opened as a writer: adds columns an older index lacks
     staged = store.read(
