@@ -83,3 +83,24 @@ def test_a_table_created_by_another_writer_while_waiting_is_opened(tmp_path: Pat
     waiting.join(timeout=30)
     assert not errors, errors
     assert len(opened) == 1 and second.table_exists("documents")
+
+
+def test_a_table_left_without_a_version_by_a_killed_creator_is_created(tmp_path: Path) -> None:
+    """A writer killed while creating a table leaves its folder, listed but without a
+    version: the next writer creates the table there (it failed with LanceDB's "was not
+    found"), and readers see it as empty until then."""
+    from rag_serving.index import schema as schemas
+    from rag_serving.index.store import IndexStore
+
+    store = IndexStore(tmp_path)
+    store.files()  # the index's folder exists
+    leftover = store.layout.lancedb_uri.rstrip("/") + "/documents.lance"
+    Path(leftover, "data").mkdir(parents=True)
+    Path(leftover, "data", "partial.lance").write_bytes(b"")
+    store = IndexStore(tmp_path)
+    assert store.table_exists("documents")  # listed…
+    assert store.count("documents") == 0  # …but nothing to read
+    assert store.read("documents").num_rows == 0
+    table = store.table("documents", schemas.DOCUMENTS)
+    assert table.count_rows() == 0
+    assert IndexStore(tmp_path).table("documents").schema == table.schema

@@ -107,8 +107,8 @@ class IndexStore:
         """Open table ``name``, creating it with ``schema`` when it does not exist."""
         if name in self._tables:
             return self._tables[name]
-        if self.table_exists(name):
-            tbl = self.db.open_table(name)
+        tbl = self._open_committed(name) if self.table_exists(name) else None
+        if tbl is not None:
             if schema is not None and _missing_late_columns(name, tbl, schema):
                 with self.writing():
                     tbl.checkout_latest()
@@ -120,13 +120,24 @@ class IndexStore:
                 # Another writer may have created it since the check above (two embedding
                 # steps of a new index): its table, primary key set, is the one to use.
                 if name in self._table_names():
-                    tbl = self.db.open_table(name)
-                else:
+                    tbl = self._open_committed(name)
+                if tbl is None:
                     tbl = self.db.create_table(name, schema=schema, exist_ok=True)
                     # Prevents duplicate rows for new keys when writers overlap (lancedb 0.40).
                     tbl.set_unenforced_primary_key(schemas.table_key(name))
         self._tables[name] = tbl
         return tbl
+
+    def _open_committed(self, name: str) -> Any | None:
+        """Table ``name``, or None when it is listed but has no version yet: a writer
+        killed while creating it (a Celery worker, on object storage) leaves its folder
+        behind, and ``create_table`` then makes the table there."""
+        try:
+            return self.db.open_table(name)
+        except ValueError as exc:
+            if "was not found" in str(exc):
+                return None
+            raise
 
     def files(self) -> Any:
         return self.table("files", schemas.FILES)
@@ -154,12 +165,13 @@ class IndexStore:
         columns: Sequence[str] | None = None,
     ) -> pa.Table:
         """All rows of table ``name`` matching ``where`` (empty table if it does not exist)."""
-        if not self.table_exists(name):
+        tbl = self._existing(name)
+        if tbl is None:
             base = schema_for(name)
             if base is None:
                 return pa.table({})
             return base.empty_table() if columns is None else base.empty_table().select(columns)
-        query = self.table(name).search()
+        query = tbl.search()
         if where:
             query = query.where(where)
         if columns:
@@ -167,9 +179,17 @@ class IndexStore:
         return query.limit(None).to_arrow()
 
     def count(self, name: str, where: str | None = None) -> int:
+        tbl = self._existing(name)
+        return 0 if tbl is None else int(tbl.count_rows(where))
+
+    def _existing(self, name: str) -> Any | None:
+        """Table ``name`` if it exists and has a version; None otherwise."""
         if not self.table_exists(name):
-            return 0
-        return int(self.table(name).count_rows(where))
+            return None
+        try:
+            return self.table(name)
+        except KeyError:
+            return None
 
     # ---- writes ------------------------------------------------------------
 
