@@ -25,8 +25,8 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> FulltextIndex:
     return fulltext_of(tmp_path_factory.mktemp("repeated"), NOTES, named_paths=False)
 
 
-def _found(index: FulltextIndex, query: str, count_repeats: bool = True) -> list[str]:
-    return found(index, NOTES, query, count_repeats=count_repeats)
+def _found(index: FulltextIndex, query: str, weigh_words: bool = True) -> list[str]:
+    return found(index, NOTES, query, weigh_words=weigh_words)
 
 
 @pytest.mark.parametrize(
@@ -53,8 +53,8 @@ def test_the_word_written_twice_ranks_its_note_first(index: FulltextIndex) -> No
     assert _found(index, "flutter flutter wing") == ["flutter", "wing"]
     assert _found(index, "Flutter FLUTTER wing") == ["flutter", "wing"]
     # Scored once, both queries give the same order.
-    once = _found(index, "flutter wing wing", count_repeats=False)
-    assert _found(index, "flutter flutter wing", count_repeats=False) == once
+    once = _found(index, "flutter wing wing", weigh_words=False)
+    assert _found(index, "flutter flutter wing", weigh_words=False) == once
 
 
 def test_bm25_mode_counts_a_repeated_word(tmp_path: Path) -> None:

@@ -261,3 +261,36 @@ def _stop_filter(language: str) -> tantivy.TextAnalyzer:
 def is_stop_word(word: str, field: str = DEFAULT_TEXT_FIELD) -> bool:
     """Whether ``word`` is a stop word in ``field``'s language ("the", "of"; "les"…)."""
     return any(not _stop_filter(language).analyze(word) for language in stop_words_of(field))
+
+
+# The stop words a weighed query scores low (``weigh_query_words``): Snowball's English
+# list (its one-word entries; snowballstem.org/algorithms/english/stop.txt). Tantivy's
+# own English list (33 words, above) marks snippets only; with it, CISI's questions
+# kept most of their "what", "how", "about" (docs/decisions.md, "keyword side").
+ENGLISH_QUERY_STOP_WORDS = frozenset(
+    """i me my myself we our ours ourselves you your yours yourself yourselves he him his
+    himself she her hers herself it its itself they them their theirs themselves what which
+    who whom this that these those am is are was were be been being have has had having do
+    does did doing would should could ought cannot a an the and but if or because as until
+    while of at by for with about against between into through during before after above
+    below to from up down in out on off over under again further then once here there when
+    where why how all any both each few more most other some such no nor not only own same
+    so than too very""".split()  # noqa: SIM905 (the list as Snowball writes it)
+)
+
+
+@lru_cache(maxsize=8192)
+def word_key(word: str) -> str:
+    """What makes two query words the same word: their English stem ("systems",
+    "System" → "system"), so a repeated word counts in any of its forms."""
+    return " ".join(_english().analyze(fold_compatibility(word))) or word.casefold()
+
+
+@cache
+def _english() -> tantivy.TextAnalyzer:
+    return _analyzer(LATIN_STEMMERS["en"])
+
+
+def is_query_stop_word(word: str) -> bool:
+    """Whether a weighed query gives ``word`` a stop word's weight ("what", "the"…)."""
+    return word.casefold() in ENGLISH_QUERY_STOP_WORDS

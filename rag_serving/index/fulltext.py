@@ -8,11 +8,12 @@ writer per index; writes are serialised by the Dagster writer pool.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,9 +32,11 @@ from rag_serving.index.analysis import (
     detect_text_field,
     field_analyzer_name,
     fold_compatibility,
+    is_query_stop_word,
     is_stop_word,
     register_analyzers,
     text_field_for,
+    word_key,
 )
 from rag_serving.index.filters import SearchFilters
 from rag_sources.errors import IndexNeedsUpgradeError, QueryError
@@ -52,9 +55,11 @@ FIELD_BOOSTS = {"title": 0.5, "path_text": 0.5, "aliases": 0.5}
 # Bumped when the schema or an analyzer changes: an index with another version is
 # rebuilt from LanceDB by the next `ragline index` (no re-embedding).
 # 9: text and queries in Unicode compatibility form (NFKC).
-ANALYSIS_VERSION = 9
+# 10: each chunk's document key as fast fields, and the documents' index beside it.
+ANALYSIS_VERSION = 10
 _STAMP = "ragline-fulltext.json"
 _WRITER_HEAP = 64_000_000
+_DOCUMENT_BATCH = 64  # documents whose chunks are read at once to make their rows
 # Tantivy compiles a regex query into an automaton of at most 1,000 states (about one
 # per byte of a literal prefix): a longer path filter is matched on its first bytes by
 # the query and on the whole prefix by ``search``.
@@ -73,9 +78,16 @@ _HYPHENS = re.compile(r"-+")
 _FIELD_PREFIX = re.compile(r"(?<![\w\\])([A-Za-z_][\w.]*):(\*?)")
 _OPERATORS = frozenset({"AND", "OR", "NOT", "IN"})
 _GROUPING = re.compile(r"[()\[\]{}]")
+_SENTENCE_MARKS = ",.;!?"
+# A stop word's weight in a weighed query (``weigh_query_words``), measured with the
+# four BEIR dev sets (docs/decisions.md, "keyword side"): 0.2 kept CoSQA's code
+# questions and CISI's long ones; 0 lost the former, 0.3 the latter.
+STOP_WORD_WEIGHT = 0.2
 
 
-def _build_schema() -> tantivy.Schema:
+def _build_schema(stored_text: bool = True) -> tantivy.Schema:
+    """The chunks' schema; the documents' index has the same fields (so one query
+    parses on both) without storing their text."""
     b = tantivy.SchemaBuilder()
     b.add_text_field("chunk_id", stored=True, tokenizer_name="raw")
     b.add_text_field("doc_id", stored=True, tokenizer_name="raw")
@@ -90,7 +102,7 @@ def _build_schema() -> tantivy.Schema:
     b.add_text_field("tags", stored=True, tokenizer_name="raw")
     b.add_text_field("tags_text", tokenizer_name=WORDS_ANALYZER)
     for field in TEXT_FIELDS:
-        b.add_text_field(field, stored=True, tokenizer_name=field_analyzer_name(field))
+        b.add_text_field(field, stored=stored_text, tokenizer_name=field_analyzer_name(field))
     # Which text field holds the chunk, and the source's `language` it was chosen by.
     b.add_text_field(BIGRAM_FIELD, tokenizer_name="whitespace")
     b.add_text_field("text_field", stored=True, tokenizer_name="raw")
@@ -100,12 +112,20 @@ def _build_schema() -> tantivy.Schema:
     # opening the stored documents (~0.1 ms a hit).
     b.add_unsigned_field("id_high", stored=False, indexed=False, fast=True)
     b.add_unsigned_field("id_low", stored=False, indexed=False, fast=True)
+    # Its document's key (``document_key``), the same way: hits are grouped by document.
+    b.add_unsigned_field("doc_high", stored=False, indexed=False, fast=True)
+    b.add_unsigned_field("doc_low", stored=False, indexed=False, fast=True)
     b.add_text_field("row_hash", stored=True, tokenizer_name="raw")
     b.add_text_field("facets", stored=False, tokenizer_name="raw")
     return b.build()
 
 
 SCHEMA = _build_schema()
+DOCUMENT_SCHEMA = _build_schema(stored_text=False)
+# The documents' index, one row per document (its chunks' text together), in the
+# chunks' folder: whole-document BM25 for bm25 mode (docs/decisions.md).
+DOCUMENTS_FOLDER = "documents"
+_HEX_ID = re.compile(r"[0-9a-f]{32}")
 FIELDS = {
     "chunk_id", "doc_id", "source", "kind", "path", "path_text", "title", "aliases",
     "heading", "tags", "tags_text", "modified", "row_hash", "facets", BIGRAM_FIELD, *TEXT_FIELDS,
@@ -114,10 +134,18 @@ FIELDS = {
 FAST_FIELDS = {"modified"}
 
 
+def document_key(doc_id: str) -> str:
+    """``doc_id`` as 32 hex digits (ragline's ids are; any other string is hashed)."""
+    if _HEX_ID.fullmatch(doc_id):
+        return doc_id
+    return hashlib.blake2b(doc_id.encode("utf-8"), digest_size=16).hexdigest()
+
+
 @dataclass(frozen=True)
 class Bm25Hit:
     chunk_id: str
     score: float
+    doc_key: str = ""
     # The searcher that found the row and the row's address in it (an address is
     # only valid in its own searcher): snippets fetch the row without a search by id.
     location: tuple[tantivy.Searcher, tantivy.DocAddress] | None = None
@@ -204,7 +232,7 @@ def _loosen_token(match: re.Match[str]) -> str:
     return " ".join(p for p in out if p)
 
 
-def weigh_repeated_words(text: str) -> str:
+def weigh_repeated_words(text: str, counted: Callable[[str], bool] = lambda word: True) -> str:
     """A word written n times in the query counts n times: its first occurrence gets
     ``^n`` and the others go ("wing flutter wing" → ``wing^2 flutter``). Tantivy's
     parser scores a repeated word once; BM25 counts the query's term frequency (so
@@ -216,19 +244,20 @@ def weigh_repeated_words(text: str) -> str:
     counts: Counter[str] = Counter()
     for i in range(0, len(parts), 2):  # even parts are outside quotes
         for token in _TOKEN.findall(parts[i]):
-            if token in _OPERATORS or token[0] in "+-" or _GROUPING.search(token):
+            if _is_syntax(token):
                 return text
-            if _countable(token):
-                counts[token.casefold()] += 1
+            word = _bare(token)
+            if _countable(word) and counted(word):
+                counts[word_key(word)] += 1
     if all(n == 1 for n in counts.values()):
         return text
     seen: set[str] = set()
 
     def weigh(match: re.Match[str]) -> str:
-        token = match.group(0)
-        if not _countable(token):
-            return token
-        key = token.casefold()
+        token = _bare(match.group(0))
+        if not _countable(token) or not counted(token):
+            return match.group(0)
+        key = word_key(token)
         if key in seen:
             return ""
         seen.add(key)
@@ -237,6 +266,40 @@ def weigh_repeated_words(text: str) -> str:
     for i in range(0, len(parts), 2):
         parts[i] = _TOKEN.sub(weigh, parts[i])
     return '"'.join(parts)
+
+
+def weigh_query_words(text: str) -> str:
+    """``text`` weighed as BM25 over a question's words: a word written n times counts n
+    times (``weigh_repeated_words``) and an English stop word counts a fifth of a word
+    ("what are the effects of wing flutter on a wing" → ``what^0.2 are^0.2 the^0.2
+    effects^0.2 … wing^2 flutter``). Dropping stop words outright lost code questions
+    ("move a row up", "check if …"); counting them made "the" a question's subject.
+    Quoted phrases and queries with boolean syntax are left as written."""
+    weighed = weigh_repeated_words(text, counted=lambda word: not is_query_stop_word(word))
+    parts = weighed.split('"')
+    for i in range(0, len(parts), 2):  # even parts are outside quotes
+        if any(_is_syntax(token) for token in _TOKEN.findall(parts[i])):
+            return text
+    for i in range(0, len(parts), 2):
+        parts[i] = _TOKEN.sub(_weigh_stop_word, parts[i])
+    return '"'.join(parts)
+
+
+def _weigh_stop_word(match: re.Match[str]) -> str:
+    token = _bare(match.group(0))
+    if _countable(token) and is_query_stop_word(token):
+        return f"{token}^{STOP_WORD_WEIGHT}"
+    return match.group(0)
+
+
+def _is_syntax(token: str) -> bool:
+    """Whether ``token`` is boolean query syntax (AND, +word, -word, parentheses)."""
+    return token in _OPERATORS or token[0] in "+-" or _GROUPING.search(token) is not None
+
+
+def _bare(token: str) -> str:
+    """A query token without the punctuation a sentence puts after it ("wing," → "wing")."""
+    return token.strip(_SENTENCE_MARKS) or token
 
 
 def _countable(token: str) -> bool:
@@ -260,6 +323,10 @@ class FulltextIndex:
             )
         self.index = tantivy.Index(SCHEMA, path=str(self.path), reuse=True)
         register_analyzers(self.index)
+        folder = self.path / DOCUMENTS_FOLDER
+        folder.mkdir(exist_ok=True)
+        self.documents = tantivy.Index(DOCUMENT_SCHEMA, path=str(folder), reuse=True)
+        register_analyzers(self.documents)
         _write_stamp(self.path)
 
     # ---- reading ----------------------------------------------------------
@@ -267,6 +334,7 @@ class FulltextIndex:
     def reload(self) -> None:
         """See commits made by other processes."""
         self.index.reload()
+        self.documents.reload()
 
     def num_docs(self) -> int:
         return int(self.index.searcher().num_docs)
@@ -298,20 +366,20 @@ class FulltextIndex:
         return [*DEFAULT_FIELDS, *others]
 
     def search(
-        self, text: str, filters: SearchFilters, limit: int, count_repeats: bool = False
+        self, text: str, filters: SearchFilters, limit: int, weigh_words: bool = False
     ) -> list[Bm25Hit]:
         """BM25 hits for the user's ``text`` within ``filters``, best first; with
-        ``count_repeats``, a word the query repeats counts as often as it is written
-        (``weigh_repeated_words``)."""
+        ``weigh_words``, the query's words are weighed as BM25 over a question's words
+        does (``weigh_query_words``: stop words out, a repeated word counted)."""
         searcher = self.index.searcher()
         fields = self._query_fields(searcher)
         try:
-            query = self._user_query(text, fields, count_repeats=count_repeats)
+            query = self._user_query(text, fields, weigh_words=weigh_words)
             result = self._search(searcher, query, filters, limit)
         except ValueError:
             # Syntax the parser accepted but the searcher refuses: search the words.
             try:
-                query = self._words_query(text, fields, count_repeats=count_repeats)
+                query = self._words_query(text, fields, weigh_words=weigh_words)
                 result = self._search(searcher, query, filters, limit)
             except ValueError as exc:
                 raise _query_error(text, exc) from None
@@ -322,12 +390,45 @@ class FulltextIndex:
             prefix = filters.path_prefix
             hits = [h for h in hits if searcher.doc(h[1])["path"][0].startswith(prefix)]
         addresses = [address for _score, address in hits]
-        high = searcher.fast_field_values("id_high", addresses)
-        low = searcher.fast_field_values("id_low", addresses)
+        ids = _keys(searcher, "id", addresses)
+        docs = _keys(searcher, "doc", addresses)
         return [
-            Bm25Hit(f"{h:016x}{lo:016x}", float(score), (searcher, address))
-            for (score, address), h, lo in zip(hits, high, low, strict=True)
+            Bm25Hit(chunk_id, float(score), doc_key, (searcher, address))
+            for (score, address), chunk_id, doc_key in zip(hits, ids, docs, strict=True)
         ]
+
+    def document_scores(
+        self, text: str, doc_keys: Iterable[str], weigh_words: bool = False
+    ) -> dict[str, float]:
+        """Whole-document BM25 of the user's ``text`` for the documents ``doc_keys``
+        (``Bm25Hit.doc_key``; the others are not looked at, so what a caller may not see
+        stays unseen): each document scored as one text, its chunks' together."""
+        keys = sorted(set(doc_keys))
+        searcher = self.documents.searcher()
+        if not keys or searcher.num_docs == 0:
+            return {}
+        # The text alone, as plain BM25 over whole documents: the title is the first
+        # heading line of the text already, and the path says nothing of the content.
+        fields = [field for field in self._query_fields(searcher) if field in TEXT_FIELDS]
+        only = tantivy.Query.const_score_query(
+            tantivy.Query.term_set_query(DOCUMENT_SCHEMA, "chunk_id", keys), 0.0
+        )
+        try:
+            # The words, without the phrases the chunks' query adds for joined words
+            # ("IL-6" → "IL 6" and the phrase "IL-6"): over a whole abstract the phrase
+            # counted twice what its words already found (SciFact 0.697 → 0.702).
+            query = self._words_query(text, fields, weigh_words=weigh_words, index=self.documents)
+            if query is None:
+                return {}
+            both = tantivy.Query.boolean_query(
+                [(tantivy.Occur.Must, query), (tantivy.Occur.Must, only)]
+            )
+            hits = searcher.search(both, limit=len(keys), count=False).hits
+        except ValueError:
+            return {}  # the chunks' search already reported what is wrong with the query
+        addresses = [address for _score, address in hits]
+        found = _keys(searcher, "id", addresses)
+        return {key: float(score) for (score, _), key in zip(hits, found, strict=True)}
 
     def _search(
         self,
@@ -423,14 +524,20 @@ class FulltextIndex:
         return out
 
     def _user_query(
-        self, text: str, fields: list[str], snippets: bool = False, count_repeats: bool = False
+        self,
+        text: str,
+        fields: list[str],
+        snippets: bool = False,
+        weigh_words: bool = False,
+        index: tantivy.Index | None = None,
     ) -> tantivy.Query | None:
         cleaned = loosen_joined_words(sanitize_query(fold_compatibility(text))).strip()
-        if count_repeats:
-            cleaned = weigh_repeated_words(cleaned).strip()
+        if weigh_words:
+            cleaned = weigh_query_words(cleaned).strip()
         if not cleaned:
             return None
-        query, errors = self.index.parse_query_lenient(
+        index = index or self.index
+        query, errors = index.parse_query_lenient(
             bigram_query_text(cleaned, snippets),
             default_field_names=fields,
             field_boosts=FIELD_BOOSTS,
@@ -438,19 +545,24 @@ class FulltextIndex:
         if errors:
             # Syntax the parser could not honour (an unbalanced quote, a lone
             # operator): search the words themselves rather than a partial query.
-            return self._words_query(text, fields, snippets, count_repeats)
+            return self._words_query(text, fields, snippets, weigh_words, index)
         return query
 
     def _words_query(
-        self, text: str, fields: list[str], snippets: bool = False, count_repeats: bool = False
+        self,
+        text: str,
+        fields: list[str],
+        snippets: bool = False,
+        weigh_words: bool = False,
+        index: tantivy.Index | None = None,
     ) -> tantivy.Query | None:
         """``text``'s words alone, every piece of query syntax dropped."""
         words = " ".join(_WORD.findall(fold_compatibility(text)))
-        if count_repeats:
-            words = weigh_repeated_words(words)
+        if weigh_words:
+            words = weigh_query_words(words)
         if not words:
             return None
-        query, _ = self.index.parse_query_lenient(
+        query, _ = (index or self.index).parse_query_lenient(
             bigram_query_text(words, snippets),
             default_field_names=fields,
             field_boosts=FIELD_BOOSTS,
@@ -533,11 +645,14 @@ class FulltextIndex:
         """Delete the chunk ids ``stale`` and add ``rows`` (which may be streamed), in
         one commit: readers see either the old or the new state. ``language`` is the
         rows' source's setting ("auto": detected per chunk)."""
+        stale = list(stale)
+        changed = self._doc_ids_of(stale)
         writer = self.index.writer(heap_size=_WRITER_HEAP, num_threads=1)
         try:
             for cid in stale:
                 writer.delete_documents_by_term("chunk_id", cid)
             for row in rows:
+                changed.add(row["doc_id"])
                 writer.add_document(_document(row, language))
             writer.commit()
             writer.wait_merging_threads()
@@ -545,24 +660,68 @@ class FulltextIndex:
             writer.rollback()
             raise
         self.index.reload()
+        self.refresh_documents(changed)
+
+    def _doc_ids_of(self, chunk_ids: list[str]) -> set[str]:
+        """The documents the chunks ``chunk_ids`` belong to (those still indexed)."""
+        if not chunk_ids:
+            return set()
+        searcher = self.index.searcher()
+        query = tantivy.Query.term_set_query(SCHEMA, "chunk_id", chunk_ids)
+        hits = searcher.search(query, limit=len(chunk_ids), count=False).hits
+        return {searcher.doc(address)["doc_id"][0] for _score, address in hits}
+
+    def refresh_documents(self, doc_ids: Iterable[str]) -> None:
+        """Make the documents' index hold each of ``doc_ids`` as its chunks are now:
+        one row of their text together, or none when it has no chunk left. Read from
+        the chunks' stored fields, ``_DOCUMENT_BATCH`` documents at a time."""
+        ids = sorted(set(doc_ids))
+        if not ids:
+            return
+        searcher = self.index.searcher()
+        writer = self.documents.writer(heap_size=_WRITER_HEAP, num_threads=1)
+        try:
+            for start in range(0, len(ids), _DOCUMENT_BATCH):
+                batch = ids[start : start + _DOCUMENT_BATCH]
+                query = tantivy.Query.term_set_query(SCHEMA, "doc_id", batch)
+                hits = searcher.search(query, limit=max(1, searcher.num_docs), count=False).hits
+                chunks: dict[str, list[tantivy.Document]] = {}
+                for _score, address in sorted(
+                    hits, key=lambda hit: (hit[1].segment_ord, hit[1].doc)
+                ):
+                    chunk = searcher.doc(address)
+                    chunks.setdefault(chunk["doc_id"][0], []).append(chunk)
+                for doc_id in batch:
+                    writer.delete_documents_by_term("chunk_id", document_key(doc_id))
+                    if doc_id in chunks:
+                        writer.add_document(_document_row(doc_id, chunks[doc_id]))
+            writer.commit()
+            writer.wait_merging_threads()
+        except BaseException:
+            writer.rollback()
+            raise
+        self.documents.reload()
 
     def merge_segments(self) -> int:
-        """Merge segments and remove files no longer used; returns the segment count."""
-        writer = self.index.writer(heap_size=_WRITER_HEAP, num_threads=1)
-        writer.commit()
-        writer.wait_merging_threads()
-        writer = self.index.writer(heap_size=_WRITER_HEAP, num_threads=1)
-        writer.garbage_collect_files()
-        writer.wait_merging_threads()
-        self.index.reload()
+        """Merge segments and remove files no longer used; returns the chunks' segment
+        count."""
+        for index in (self.index, self.documents):
+            writer = index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+            writer.commit()
+            writer.wait_merging_threads()
+            writer = index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+            writer.garbage_collect_files()
+            writer.wait_merging_threads()
+            index.reload()
         return int(self.index.searcher().num_segments)
 
     def delete_source(self, source: str) -> None:
-        writer = self.index.writer(heap_size=_WRITER_HEAP, num_threads=1)
-        writer.delete_documents_by_term("source", source)
-        writer.commit()
-        writer.wait_merging_threads()
-        self.index.reload()
+        for index in (self.index, self.documents):
+            writer = index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+            writer.delete_documents_by_term("source", source)
+            writer.commit()
+            writer.wait_merging_threads()
+            index.reload()
 
     @classmethod
     def rebuild(
@@ -580,12 +739,15 @@ class FulltextIndex:
         index = tantivy.Index(SCHEMA, path=str(tmp), reuse=False)
         register_analyzers(index)
         writer = index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+        doc_ids: set[str] = set()
         for row in rows:
+            doc_ids.add(row["doc_id"])
             writer.add_document(_document(row, languages.get(row["source"], "auto")))
         writer.commit()
         writer.wait_merging_threads()
         del writer, index
         _write_stamp(tmp)
+        cls(tmp).refresh_documents(doc_ids)
         old = path.with_name(path.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
         if path.exists():
@@ -641,7 +803,51 @@ def _document(row: Mapping[str, Any], language: str = "auto") -> tantivy.Documen
     # add_unsigned: a keyword argument is taken as i64 and fails at 2**63.
     document.add_unsigned("id_high", int(chunk_id[:16], 16))
     document.add_unsigned("id_low", int(chunk_id[16:32], 16))
+    _add_key(document, "doc", document_key(row["doc_id"]))
     return document
+
+
+def _document_row(doc_id: str, chunks: list[tantivy.Document]) -> tantivy.Document:
+    """One row for a whole document: its chunks' text, each in its own language's field
+    (as the chunk's), and the fields a query also searches, once."""
+    first = chunks[0]
+    key = document_key(doc_id)
+    document = tantivy.Document(
+        chunk_id=key,
+        doc_id=doc_id,
+        source=first.get_first("source") or "",
+        path=first.get_first("path") or "",
+        title=first.get_first("title") or "",
+        tags=list(first.get_all("tags")),
+    )
+    path = document.get_first("path") or ""
+    document.add_text("path_text", path.replace("/", " "))
+    for tag in first.get_all("tags"):
+        document.add_text("tags_text", tag.replace("/", " "))
+    fields = set()
+    for chunk in chunks:
+        field = chunk.get_first("text_field") or DEFAULT_TEXT_FIELD
+        text = chunk.get_first(field) or ""
+        document.add_text(field, text)
+        document.add_text(BIGRAM_FIELD, bigrams_of(text))
+        fields.add(field)
+    for field in sorted(fields):
+        document.add_text("text_field", field)
+    _add_key(document, "id", key)
+    return document
+
+
+def _keys(searcher: tantivy.Searcher, prefix: str, addresses: list[Any]) -> list[str]:
+    """The 32-hex-digit ids kept as two fast fields (``id_*``, ``doc_*``) of rows."""
+    high = searcher.fast_field_values(f"{prefix}_high", addresses)
+    low = searcher.fast_field_values(f"{prefix}_low", addresses)
+    return [f"{h:016x}{lo:016x}" for h, lo in zip(high, low, strict=True)]
+
+
+def _add_key(document: tantivy.Document, prefix: str, key: str) -> None:
+    # add_unsigned: a keyword argument is taken as i64 and fails at 2**63.
+    document.add_unsigned(f"{prefix}_high", int(key[:16], 16))
+    document.add_unsigned(f"{prefix}_low", int(key[16:32], 16))
 
 
 def _epoch(value: datetime | None) -> int | None:
