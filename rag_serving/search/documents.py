@@ -1,0 +1,41 @@
+"""Whole-document BM25 in the keyword list: a chunk ranks by its document's score as
+one text, plus a share of its own score, which also orders its document's chunks
+(docs/decisions.md, "keyword side").
+
+A question's words spread over an abstract's two or three chunks, each of which
+scores only its own share; plain BM25 over whole documents does not split them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from rag_serving.index.fulltext import Bm25Hit
+
+# The chunk's own share beside its document's, both as shares of the best score
+# (measured on the four BEIR dev sets: 0.2 against 0, 0.3, 0.5, 1; docs/decisions.md).
+CHUNK_SHARE = 0.2
+
+
+def with_document_scores(
+    hits: Sequence[Bm25Hit], documents: Mapping[str, float], chunk_share: float = CHUNK_SHARE
+) -> list[Bm25Hit]:
+    """``hits`` (one BM25 list of chunks) re-scored as their document's score over the
+    best document's plus ``chunk_share`` times their own over the best chunk's, best
+    first (ties keep the chunks' order); a chunk whose document has no score (not
+    yet in the documents' index) keeps only its own share."""
+    if not hits:
+        return []
+    best_chunk = max(hit.score for hit in hits) or 1.0
+    best_document = max(documents.values(), default=0.0) or 1.0
+    scored = [
+        replace(
+            hit,
+            score=documents.get(hit.doc_key, 0.0) / best_document
+            + chunk_share * hit.score / best_chunk,
+        )
+        for hit in hits
+    ]
+    order = sorted(range(len(scored)), key=lambda i: (-scored[i].score, i))
+    return [scored[i] for i in order]
