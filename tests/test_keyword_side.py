@@ -106,3 +106,30 @@ def test_a_chunk_without_a_document_row_keeps_its_own_share() -> None:
     assert mixed[0].score == pytest.approx(1.0 + 0.2 * 0.5)
     assert mixed[1].score == pytest.approx(0.2)
     assert with_document_scores([], {"k": 1.0}) == []
+
+
+def test_queries_of_several_words_rank_by_their_documents(tmp_path: Path) -> None:
+    """Through the engine: a query of four words or more is scored by the documents'
+    index as well (the best hit: 1 for its document plus 0.2 for its own chunk); a
+    shorter one, looking for a place, keeps its chunks' BM25."""
+    from rag_serving.search import SearchEngine
+    from tests.conftest import build_index, write_config
+
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    for name, text in {"a": "Wing flutter of the tail panel at speed.", "c": "Flutter panel.",
+                       "d": "Root panel.", "e": "Spar panel."}.items():  # fmt: skip
+        (vault / f"{name}.md").write_text(text + "\n", encoding="utf-8")
+    config = build_index(
+        write_config(tmp_path, [{"name": "n", "kind": "markdown", "path": str(vault)}])
+    )
+    engine = SearchEngine(config)
+    short = engine.search("wing flutter", mode="bm25").hits
+    assert short[0].path == "a.md" and short[0].score != pytest.approx(1.2)
+    assert short[0].score == pytest.approx(
+        engine.fulltext.search("wing flutter", SearchFilters(), 10, weigh_words=True)[0].score
+    )
+    long = engine.search("wing flutter at speed", mode="bm25").hits
+    assert [hit.path for hit in long] == ["a.md", "c.md"]
+    assert long[0].score == pytest.approx(1.2)
+    assert 0 < long[1].score < 1.2

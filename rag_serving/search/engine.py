@@ -82,6 +82,10 @@ COLLAPSE_DEPTH = 5
 # A query of this many words or more is a question: its keyword list weighs its words
 # in hybrid mode too (CISI hybrid 0.425 → 0.439; below it CoSQA's code questions lost).
 LONG_QUESTION_WORDS = 10
+# A query of fewer words looks for a place, not a document's subject: its chunks keep
+# their own scores (known-item fragments in Arabic and Hindi lost up to 0.05 MRR@10
+# to whole-document scores; docs/decisions.md, "keyword side").
+DOCUMENT_QUERY_WORDS = 4
 # Fused hits the link prior re-scores: a well-linked note from this deep can reach the
 # top ten, and reading this many rows back costs ~0.1 ms on a warm engine.
 LINK_POOL = 50
@@ -515,12 +519,15 @@ class SearchEngine:
     def _keyword_hits(
         self, query: str, filters: SearchFilters, depth: int, mode: Mode
     ) -> list[Bm25Hit]:
-        """The keyword list: chunks by BM25, then re-scored by their documents' BM25
-        as whole texts (rag_serving/search/documents.py). bm25 mode and long questions
-        weigh the query's words (stop words low, repeats counted): in the fusion that
-        lost on short queries (docs/decisions.md, "keyword side")."""
+        """The keyword list: chunks by BM25, re-scored by their documents' BM25 as
+        whole texts when the query has several words (rag_serving/search/documents.py).
+        bm25 mode and long questions weigh the query's words (stop words low, repeats
+        counted): in the fusion that lost on short queries (docs/decisions.md,
+        "keyword side")."""
         weigh = mode == "bm25" or len(query.split()) >= LONG_QUESTION_WORDS
         hits = self.fulltext.search(query, filters, depth, weigh_words=weigh)
+        if len(query.split()) < DOCUMENT_QUERY_WORDS:
+            return hits
         documents = self.fulltext.document_scores(
             query, [hit.doc_key for hit in hits], weigh_words=weigh
         )
