@@ -5,10 +5,14 @@ whose ``PYTHONPATH`` is that worktree (so it imports that revision's search code
 the same queries (drawn from the corpus: half note titles, half chunk openings) on
 the same index, the revisions taking turns round by round, so a noisy neighbour
 hurts both alike. For ranking changes that need no re-index (issue 31): the index is
-built once, by either revision.
+built once, by either revision. A revision whose full-text format differs searches
+its own copy (``--old-config``: a copy of the index's data folder, whose Tantivy index
+that revision's `ragline index` rebuilt from the same LanceDB tables; nothing is
+embedded again).
 
     python benchmarks/search_latency_compare.py --old b8d79b0 --new HEAD \\
-        --config /tmp/hub/ragline.toml [--rounds 3] [--queries 100]
+        --config /tmp/hub/ragline.toml [--old-config /tmp/hub-old/ragline.toml] \\
+        [--rounds 3] [--queries 100]
 """
 
 from __future__ import annotations
@@ -69,6 +73,9 @@ def main() -> None:
     parser.add_argument("--old", required=True)
     parser.add_argument("--new", default="HEAD")
     parser.add_argument("--config", type=Path, required=True)
+    parser.add_argument(
+        "--old-config", type=Path, help="the old revision's copy (default --config)"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--queries", type=int, default=100)
     args = parser.parse_args()
@@ -78,7 +85,7 @@ def main() -> None:
     rounds: list[dict[str, Any]] = []
     try:
         for n in range(args.rounds):
-            before = probe(old, args.config, args.queries)
+            before = probe(old, args.old_config or args.config, args.queries)
             after = probe(new, args.config, args.queries)
             rounds.append({"old": before, "new": after})
             print(n, before, after, flush=True)
@@ -103,7 +110,14 @@ def main() -> None:
         f"`{old_sha}` and `{new_sha}` on one index of {chunks:,} chunks (the whole Obsidian "
         f"Hub), each revision's own search code and default settings, {args.rounds} rounds "
         "in turns. HUB_CONFIG: a config with one markdown source of "
-        "`../shared/data/corpora/obsidian-hub`, indexed once with `ragline index`.\n\n"
+        "`../shared/data/corpora/obsidian-hub`, indexed once with `ragline index`."
+        + (
+            f" `{old_sha}` searched a copy of it whose full-text index its own "
+            "`ragline index` rebuilt from the same LanceDB tables (another full-text format)."
+            if args.old_config
+            else ""
+        )
+        + "\n\n"
         + "\n".join(rows)
     )
     save(
