@@ -123,7 +123,7 @@ def _build_schema(stored_text: bool = True) -> tantivy.Schema:
 SCHEMA = _build_schema()
 DOCUMENT_SCHEMA = _build_schema(stored_text=False)
 # The documents' index, one row per document (its chunks' text together), in the
-# chunks' folder: whole-document BM25 for bm25 mode (docs/decisions.md).
+# chunks' folder: whole-document BM25 for the keyword list (docs/decisions.md).
 DOCUMENTS_FOLDER = "documents"
 _HEX_ID = re.compile(r"[0-9a-f]{32}")
 FIELDS = {
@@ -272,7 +272,7 @@ def weigh_query_words(text: str) -> str:
     """``text`` weighed as BM25 over a question's words: a word written n times counts n
     times (``weigh_repeated_words``) and an English stop word counts a fifth of a word
     ("what are the effects of wing flutter on a wing" → ``what^0.2 are^0.2 the^0.2
-    effects^0.2 … wing^2 flutter``). Dropping stop words outright lost code questions
+    effects of^0.2 wing^2 flutter on^0.2 a^0.2``). Dropping stop words outright lost code questions
     ("move a row up", "check if …"); counting them made "the" a question's subject.
     Quoted phrases and queries with boolean syntax are left as written."""
     weighed = weigh_repeated_words(text, counted=lambda word: not is_query_stop_word(word))
@@ -370,7 +370,7 @@ class FulltextIndex:
     ) -> list[Bm25Hit]:
         """BM25 hits for the user's ``text`` within ``filters``, best first; with
         ``weigh_words``, the query's words are weighed as BM25 over a question's words
-        does (``weigh_query_words``: stop words out, a repeated word counted)."""
+        does (``weigh_query_words``: stop words low, a repeated word counted)."""
         searcher = self.index.searcher()
         fields = self._query_fields(searcher)
         try:
@@ -524,20 +524,14 @@ class FulltextIndex:
         return out
 
     def _user_query(
-        self,
-        text: str,
-        fields: list[str],
-        snippets: bool = False,
-        weigh_words: bool = False,
-        index: tantivy.Index | None = None,
+        self, text: str, fields: list[str], snippets: bool = False, weigh_words: bool = False
     ) -> tantivy.Query | None:
         cleaned = loosen_joined_words(sanitize_query(fold_compatibility(text))).strip()
         if weigh_words:
             cleaned = weigh_query_words(cleaned).strip()
         if not cleaned:
             return None
-        index = index or self.index
-        query, errors = index.parse_query_lenient(
+        query, errors = self.index.parse_query_lenient(
             bigram_query_text(cleaned, snippets),
             default_field_names=fields,
             field_boosts=FIELD_BOOSTS,
@@ -545,7 +539,7 @@ class FulltextIndex:
         if errors:
             # Syntax the parser could not honour (an unbalanced quote, a lone
             # operator): search the words themselves rather than a partial query.
-            return self._words_query(text, fields, snippets, weigh_words, index)
+            return self._words_query(text, fields, snippets, weigh_words)
         return query
 
     def _words_query(
