@@ -195,7 +195,7 @@ def main() -> None:
         lines.append(
             f"| {label} | {anchors} "
             f"| {r['bm25_before']:.4f} → {r['bm25_chunks']:.4f} → **{r['bm25_shipped']:.4f}** "
-            f"| {HYBRID_ANCHORS.get(name, math.nan):.3f} "
+            f"| {f'{HYBRID_ANCHORS[name]:.3f}' if name in HYBRID_ANCHORS else '—'} "
             f"| {r['hybrid_before']:.4f} → {r['hybrid_chunks']:.4f} → "
             f"**{r['hybrid_shipped']:.4f}** |"
         )
