@@ -18,7 +18,6 @@ benchmarks/collapse.py; the help vault's as benchmarks/collapse.py builds it).
 from __future__ import annotations
 
 import argparse
-import math
 import re
 import statistics
 import tempfile
