@@ -57,6 +57,10 @@ def worktree(revision: str, into: Path) -> tuple[Path, str]:
         capture_output=True,
     )  # fmt: skip
     shutil.copytree(REPO / "benchmarks", path / "benchmarks", dirs_exist_ok=True)
+    # The bundled model is unpacked by the install, not tracked: the checkout's own.
+    model = Path("rag_serving/embedders/bundled_model")
+    if (REPO / model).is_dir() and not (path / model).exists():
+        (path / model).symlink_to(REPO / model, target_is_directory=True)
     return path, sha
 
 

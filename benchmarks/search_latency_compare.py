@@ -63,8 +63,10 @@ def probe(tree: Path, config: Path, queries: int) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-c", PROBE, str(config), str(queries)],
         env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree,
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True,
     )  # fmt: skip
+    if done.returncode:
+        raise SystemExit(f"the probe in {tree} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
