@@ -9,7 +9,6 @@ scores only its own share; plain BM25 over whole documents does not split them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 from rag_serving.index.fulltext import Bm25Hit
 
@@ -20,22 +19,17 @@ CHUNK_SHARE = 0.2
 
 def with_document_scores(
     hits: Sequence[Bm25Hit], documents: Mapping[str, float], chunk_share: float = CHUNK_SHARE
-) -> list[Bm25Hit]:
+) -> tuple[list[str], list[float]]:
     """``hits`` (one BM25 list of chunks) re-scored as their document's score over the
-    best document's plus ``chunk_share`` times their own over the best chunk's, best
-    first (ties keep the chunks' order); a chunk whose document has no score (not
-    yet in the documents' index) keeps only its own share."""
+    best document's plus ``chunk_share`` times their own over the best chunk's: their
+    chunk ids and scores, best first (ties keep the chunks' order). A chunk whose
+    document has no score (not yet in the documents' index) keeps only its own share."""
     if not hits:
-        return []
+        return [], []
     best_chunk = max(hit.score for hit in hits) or 1.0
     best_document = max(documents.values(), default=0.0) or 1.0
-    scored = [
-        replace(
-            hit,
-            score=documents.get(hit.doc_key, 0.0) / best_document
-            + chunk_share * hit.score / best_chunk,
-        )
-        for hit in hits
-    ]
-    order = sorted(range(len(scored)), key=lambda i: (-scored[i].score, i))
-    return [scored[i] for i in order]
+    share = chunk_share / best_chunk
+    score_of = documents.get
+    scores = [score_of(hit.doc_key, 0.0) / best_document + share * hit.score for hit in hits]
+    order = sorted(range(len(hits)), key=scores.__getitem__, reverse=True)  # stable
+    return [hits[i].chunk_id for i in order], [scores[i] for i in order]

@@ -464,12 +464,12 @@ class SearchEngine:
         bm25: list[Bm25Hit] = []
         if mode in ("hybrid", "bm25"):
             with timer.stage("bm25"):
-                bm25 = self._keyword_hits(query, filters, depth, mode)
+                bm25, ranked, scores = self._keyword_hits(query, filters, depth, mode)
             lists.append(
                 RankedList(
                     "bm25",
-                    [h.chunk_id for h in bm25],
-                    [h.score for h in bm25],
+                    ranked,
+                    scores,
                     bm25_weight,
                     floor=0.0,
                     # No more unmatched chunks than the index holds.
@@ -518,8 +518,9 @@ class SearchEngine:
 
     def _keyword_hits(
         self, query: str, filters: SearchFilters, depth: int, mode: Mode
-    ) -> list[Bm25Hit]:
-        """The keyword list: chunks by BM25, re-scored by their documents' BM25 as
+    ) -> tuple[list[Bm25Hit], list[str], list[float]]:
+        """The keyword list (its hits, and their chunk ids and scores in its order):
+        chunks by BM25, re-scored by their documents' BM25 as
         whole texts when the query has several words (rag_serving/search/documents.py).
         bm25 mode and long questions weigh the query's words (stop words low, repeats
         counted): in the fusion that lost on short queries (docs/decisions.md,
@@ -527,11 +528,11 @@ class SearchEngine:
         weigh = mode == "bm25" or len(query.split()) >= LONG_QUESTION_WORDS
         hits = self.fulltext.search(query, filters, depth, weigh_words=weigh)
         if len(query.split()) < DOCUMENT_QUERY_WORDS:
-            return hits
+            return hits, [hit.chunk_id for hit in hits], [hit.score for hit in hits]
         documents = self.fulltext.document_scores(
             query, [hit.doc_key for hit in hits], weigh_words=weigh
         )
-        return with_document_scores(hits, documents)
+        return hits, *with_document_scores(hits, documents)
 
     @property
     def reranker(self) -> Reranker:
