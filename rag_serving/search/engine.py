@@ -6,6 +6,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -246,6 +247,7 @@ class SearchEngine:
         self.config = config
         self.layout = IndexLayout(config.data_dir, config.index_uri)
         self._lock = threading.RLock()
+        self._embedding_thread: ThreadPoolExecutor | None = None
         self._vocabulary: tuple[int, IndexVocabulary] | None = None
         self._manifest_stamp: int | None = None
         self.generation: Generation | None = None
@@ -386,6 +388,13 @@ class SearchEngine:
         memory (a one-shot `ragline search` would spend more loading it)."""
         return self._searches > 1
 
+    def _embedding_of(self, query: str) -> Future[np.ndarray]:
+        """The query's vector, computed on the engine's embedding thread."""
+        with self._lock:
+            if self._embedding_thread is None:
+                self._embedding_thread = ThreadPoolExecutor(1, "ragline-query-embedding")
+        return self._embedding_thread.submit(lambda: self.embedder.embed_query(query))
+
     @property
     def embedder(self) -> Embedder:
         """The query embedder of the active generation (which may lag the config
@@ -462,6 +471,8 @@ class SearchEngine:
         bm25_weight, vector_weight = list_weights(query, settings.weights, live.multilingual)
         lists: list[RankedList] = []
         bm25: list[Bm25Hit] = []
+        # The query is embedded (ONNX Runtime, outside the GIL) while Tantivy searches.
+        embedding = self._embedding_of(query) if mode == "hybrid" else None
         if mode in ("hybrid", "bm25"):
             with timer.stage("bm25"):
                 bm25, ranked, scores = self._keyword_hits(query, filters, depth, mode)
@@ -478,7 +489,9 @@ class SearchEngine:
             )
         feedback = mode == "hybrid" and settings.feedback.enabled and settings.feedback.weight > 0
         if mode in ("hybrid", "vector"):
-            found = self._vector_search(query, filters, depth, timer, with_vectors=feedback)
+            found = self._vector_search(
+                query, filters, depth, timer, with_vectors=feedback, embedding=embedding
+            )
             lists.append(RankedList("vector", found.ids, found.sims, vector_weight))
             if feedback and len(lists) == 2:
                 with timer.stage("feedback"):
@@ -690,14 +703,17 @@ class SearchEngine:
         depth: int,
         timer: StageTimer | None = None,
         with_vectors: bool = False,
+        embedding: Future[np.ndarray] | None = None,
     ) -> VectorHits:
-        """The top ``depth`` chunks by cosine; ``with_vectors``: their unit vectors too."""
+        """The top ``depth`` chunks by cosine; ``with_vectors``: their unit vectors too.
+        ``embedding``: the query's vector, being computed already."""
         assert self.generation is not None
         timer = timer or StageTimer()
         if not self.store.table_exists(self.generation.table):
             return VectorHits([], [], None, None)
         with timer.stage("embed"):
-            vector = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
+            embedded = embedding.result() if embedding else self.embedder.embed_query(query)
+            vector = np.asarray(embedded, dtype=np.float32)
         expected = self.generation.fingerprint.dimension
         if vector.shape != (expected,):
             raise EmbedderMismatchError(
