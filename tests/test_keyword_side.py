@@ -98,38 +98,27 @@ def test_the_documents_index_follows_the_chunks(index: FulltextIndex, tmp_path: 
     assert document_key("a") in rebuilt.document_scores("flutter", [document_key("a")])
 
 
-def test_a_chunk_without_a_document_row_keeps_its_own_share() -> None:
+def test_a_chunk_without_a_document_row_is_its_own_document() -> None:
     from rag_serving.index.fulltext import Bm25Hit
 
     hits = [Bm25Hit("1" * 32, 2.0, "k1"), Bm25Hit("2" * 32, 1.0, "k2")]
     ranked, scores = with_document_scores(hits, {"k2": 3.0})
-    assert ranked == ["2" * 32, "1" * 32]
-    assert scores == pytest.approx([1.0 + 0.2 * 0.5, 0.2])
+    assert ranked == ["1" * 32, "2" * 32]
+    assert scores == pytest.approx([1.0 + 0.2, 1.0 + 0.2 * 0.5])
     assert with_document_scores([], {"k": 1.0}) == ([], [])
 
 
-def test_queries_of_several_words_rank_by_their_documents(tmp_path: Path) -> None:
-    """Through the engine: a query of four words or more is scored by the documents'
-    index as well (the best hit: 1 for its document plus 0.2 for its own chunk); a
-    shorter one, looking for a place, keeps its chunks' BM25."""
-    from rag_serving.search import SearchEngine
-    from tests.conftest import build_index, write_config
+def test_code_commits_and_long_documents_have_no_document_row(tmp_path: Path) -> None:
+    """A code file or commit (git) and a document of more than MAX_DOCUMENT_CHUNKS
+    chunks (a book) are searched by their chunks alone."""
+    from rag_serving.index.fulltext import MAX_DOCUMENT_CHUNKS
 
-    vault = tmp_path / "vault"
-    vault.mkdir()
-    for name, text in {"a": "Wing flutter of the tail panel at speed.", "c": "Flutter panel.",
-                       "d": "Root panel.", "e": "Spar panel."}.items():  # fmt: skip
-        (vault / f"{name}.md").write_text(text + "\n", encoding="utf-8")
-    config = build_index(
-        write_config(tmp_path, [{"name": "n", "kind": "markdown", "path": str(vault)}])
+    index = FulltextIndex(tmp_path / "fulltext")
+    rows = _rows(
+        [("note", "wing flutter")] + [("book", "wing flutter")] * (MAX_DOCUMENT_CHUNKS + 1)
     )
-    engine = SearchEngine(config)
-    short = engine.search("wing flutter", mode="bm25").hits
-    assert short[0].path == "a.md" and short[0].score != pytest.approx(1.2)
-    assert short[0].score == pytest.approx(
-        engine.fulltext.search("wing flutter", SearchFilters(), 10, weigh_words=True)[0].score
-    )
-    long = engine.search("wing flutter at speed", mode="bm25").hits
-    assert [hit.path for hit in long] == ["a.md", "c.md"]
-    assert long[0].score == pytest.approx(1.2)
-    assert 0 < long[1].score < 1.2
+    code = _rows([("code", "wing flutter")], source="repo")
+    code[0]["chunk_id"], code[0]["kind"] = "f" * 32, "git"
+    index.replace([], rows + code)
+    keys = [document_key(name) for name in ("note", "book", "code")]
+    assert list(index.document_scores("wing flutter", keys)) == [document_key("note")]

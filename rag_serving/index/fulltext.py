@@ -40,6 +40,7 @@ from rag_serving.index.analysis import (
 )
 from rag_serving.index.filters import SearchFilters
 from rag_sources.errors import IndexNeedsUpgradeError, QueryError
+from rag_sources.kinds import kinds_without_whole_documents
 
 # Query fields and boosts, measured with `ragline eval` on Cranfield (BM25 nDCG@10:
 # 0.332 with title 2 / heading 1.5 / aliases 1.5; 0.361 with these; 0.371 with
@@ -56,10 +57,14 @@ FIELD_BOOSTS = {"title": 0.5, "path_text": 0.5, "aliases": 0.5}
 # rebuilt from LanceDB by the next `ragline index` (no re-embedding).
 # 9: text and queries in Unicode compatibility form (NFKC).
 # 10: each chunk's document key as fast fields, and the documents' index beside it.
-ANALYSIS_VERSION = 10
+# 11: no document rows for code files, commits and documents of over 64 chunks.
+ANALYSIS_VERSION = 11
 _STAMP = "ragline-fulltext.json"
 _WRITER_HEAP = 64_000_000
 _DOCUMENT_BATCH = 64  # documents whose chunks are read at once to make their rows
+# A longer document (a book, a long PDF) has no row in the documents' index: over its
+# whole length BM25 would rank it below any short note; its chunks stand for themselves.
+MAX_DOCUMENT_CHUNKS = 64
 # Tantivy compiles a regex query into an automaton of at most 1,000 states (about one
 # per byte of a literal prefix): a longer path filter is matched on its first bytes by
 # the query and on the whole prefix by ``search``.
@@ -673,6 +678,7 @@ class FulltextIndex:
         if not ids:
             return
         searcher = self.index.searcher()
+        apart = kinds_without_whole_documents()
         writer = self.documents.writer(heap_size=_WRITER_HEAP, num_threads=1)
         try:
             for start in range(0, len(ids), _DOCUMENT_BATCH):
@@ -687,7 +693,7 @@ class FulltextIndex:
                     chunks.setdefault(chunk["doc_id"][0], []).append(chunk)
                 for doc_id in batch:
                     writer.delete_documents_by_term("chunk_id", document_key(doc_id))
-                    if doc_id in chunks:
+                    if _searched_whole(chunks.get(doc_id), apart):
                         writer.add_document(_document_row(doc_id, chunks[doc_id]))
             writer.commit()
             writer.wait_merging_threads()
@@ -799,6 +805,15 @@ def _document(row: Mapping[str, Any], language: str = "auto") -> tantivy.Documen
     document.add_unsigned("id_low", int(chunk_id[16:32], 16))
     _add_key(document, "doc", document_key(row["doc_id"]))
     return document
+
+
+def _searched_whole(chunks: list[tantivy.Document] | None, apart: frozenset[str]) -> bool:
+    """Whether a document of these chunks gets a row in the documents' index: not one
+    of a kind searched by its parts (code files, commits), nor one longer than
+    ``MAX_DOCUMENT_CHUNKS`` (a book), whose chunks then stand for themselves."""
+    if not chunks or len(chunks) > MAX_DOCUMENT_CHUNKS:
+        return False
+    return (chunks[0].get_first("kind") or "") not in apart
 
 
 def _document_row(doc_id: str, chunks: list[tantivy.Document]) -> tantivy.Document:

@@ -23,13 +23,18 @@ def with_document_scores(
     """``hits`` (one BM25 list of chunks) re-scored as their document's score over the
     best document's plus ``chunk_share`` times their own over the best chunk's: their
     chunk ids and scores, best first (ties keep the chunks' order). A chunk whose
-    document has no score (not yet in the documents' index) keeps only its own share."""
+    document has no row in the documents' index (code, commits, a book) is its own
+    document: its own score over the best chunk's stands for the document's."""
     if not hits:
         return [], []
     best_chunk = max(hit.score for hit in hits) or 1.0
     best_document = max(documents.values(), default=0.0) or 1.0
     share = chunk_share / best_chunk
     score_of = documents.get
-    scores = [score_of(hit.doc_key, 0.0) / best_document + share * hit.score for hit in hits]
+    scores = [
+        (whole / best_document if (whole := score_of(hit.doc_key)) is not None
+         else hit.score / best_chunk) + share * hit.score
+        for hit in hits
+    ]  # fmt: skip
     order = sorted(range(len(hits)), key=scores.__getitem__, reverse=True)  # stable
     return [hits[i].chunk_id for i in order], [scores[i] for i in order]

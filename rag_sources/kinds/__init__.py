@@ -50,6 +50,9 @@ class KindInfo:
     # File types whose items record changes rather than hold content (git's "commit"):
     # search lifts them for "when / why did … change" questions, code for the others.
     history_types: tuple[str, ...] = ()
+    # Whether its documents are also searched as one text (whole-document BM25): not
+    # for code files and commits, whose parts answer on their own.
+    whole_documents: bool = True
 
     @property
     def name(self) -> str:
@@ -147,6 +150,11 @@ def kind_hit_details() -> list[HitDetail]:
 def kind_history_types() -> list[str]:
     """Every registered kind's file types that record changes."""
     return [t for info in registered_kinds().values() for t in info.history_types]
+
+
+def kinds_without_whole_documents() -> frozenset[str]:
+    """The registered kinds whose documents are not searched as one text."""
+    return frozenset(name for name, info in registered_kinds().items() if not info.whole_documents)
 
 
 def kind_relations() -> list[Relation]:

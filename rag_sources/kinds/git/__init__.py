@@ -14,4 +14,5 @@ KIND = KindInfo(
     relations=(COMMITS,),
     byline=hits.byline,
     history_types=("commit",),
+    whole_documents=False,
 )
