@@ -645,13 +645,15 @@ class FulltextIndex:
         one commit: readers see either the old or the new state. ``language`` is the
         rows' source's setting ("auto": detected per chunk)."""
         stale = list(stale)
-        changed = self._doc_ids_of(stale)
+        apart = kinds_without_whole_documents()
+        changed = self._doc_ids_of(stale, apart)
         writer = self.index.writer(heap_size=_WRITER_HEAP, num_threads=1)
         try:
             for cid in stale:
                 writer.delete_documents_by_term("chunk_id", cid)
             for row in rows:
-                changed.add(row["doc_id"])
+                if (row.get("kind") or "") not in apart:  # no row to make (code, commits)
+                    changed.add(row["doc_id"])
                 writer.add_document(_document(row, language))
             writer.commit()
             writer.wait_merging_threads()
@@ -661,14 +663,17 @@ class FulltextIndex:
         self.index.reload()
         self.refresh_documents(changed)
 
-    def _doc_ids_of(self, chunk_ids: list[str]) -> set[str]:
-        """The documents the chunks ``chunk_ids`` belong to (those still indexed)."""
+    def _doc_ids_of(self, chunk_ids: list[str], apart: frozenset[str]) -> set[str]:
+        """The documents the chunks ``chunk_ids`` belong to (those still indexed),
+        but for those of the kinds ``apart``, which have no row in the documents'
+        index."""
         if not chunk_ids:
             return set()
         searcher = self.index.searcher()
         query = tantivy.Query.term_set_query(SCHEMA, "chunk_id", chunk_ids)
         hits = searcher.search(query, limit=len(chunk_ids), count=False).hits
-        return {searcher.doc(address)["doc_id"][0] for _score, address in hits}
+        chunks = (searcher.doc(address) for _score, address in hits)
+        return {c["doc_id"][0] for c in chunks if (c.get_first("kind") or "") not in apart}
 
     def refresh_documents(self, doc_ids: Iterable[str]) -> None:
         """Make the documents' index hold each of ``doc_ids`` as its chunks are now:
@@ -740,8 +745,10 @@ class FulltextIndex:
         register_analyzers(index)
         writer = index.writer(heap_size=_WRITER_HEAP, num_threads=1)
         doc_ids: set[str] = set()
+        apart = kinds_without_whole_documents()
         for row in rows:
-            doc_ids.add(row["doc_id"])
+            if (row.get("kind") or "") not in apart:
+                doc_ids.add(row["doc_id"])
             writer.add_document(_document(row, languages.get(row["source"], "auto")))
         writer.commit()
         writer.wait_merging_threads()

@@ -472,7 +472,8 @@ class SearchEngine:
         lists: list[RankedList] = []
         bm25: list[Bm25Hit] = []
         # The query is embedded (ONNX Runtime, outside the GIL) while Tantivy searches.
-        embedding = self._embedding_of(query) if mode == "hybrid" else None
+        vectors = mode == "hybrid" and self.store.table_exists(self.generation.table)
+        embedding = self._embedding_of(query) if vectors else None
         if mode in ("hybrid", "bm25"):
             with timer.stage("bm25"):
                 bm25, ranked, scores = self._keyword_hits(query, filters, depth, mode)
