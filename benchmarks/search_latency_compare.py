@@ -127,7 +127,7 @@ def main() -> None:
         {"old": old_sha, "new": new_sha, "rounds": rounds},
         text,
         f"python benchmarks/search_latency_compare.py --old {args.old} --new {args.new} "
-        "--config HUB_CONFIG",
+        "--config HUB_CONFIG" + (" --old-config OLD_COPY_CONFIG" if args.old_config else ""),
     )
 
 
