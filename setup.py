@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -114,6 +115,21 @@ def to_float16(source: Path, destination: Path) -> None:
     save_file(tensors, str(destination), metadata=metadata)
 
 
+def unsupported_platform(system: str, machine: str) -> str | None:
+    """Why ragline cannot install on this machine, or None.
+
+    LanceDB publishes no wheel (and no source) for Intel Macs since 0.26 (lancedb PR
+    #2836), so without this a build there ends in pip's "no version satisfies
+    lancedb==..." with no reason given."""
+    if system == "Darwin" and machine in ("x86_64", "i386"):
+        return (
+            "ragline needs LanceDB, which publishes no macOS wheel for Intel (x86_64) "
+            "Macs since 0.26: install ragline on an Apple silicon Mac or on Linux, or "
+            "run it in the container image (deploy/Dockerfile)."
+        )
+    return None
+
+
 def unpack_bundled_model() -> None:
     """The model's files in ``rag_serving/embedders/bundled_model/`` (once)."""
     if (TARGET / STAMP).is_file():
@@ -148,6 +164,10 @@ if __name__ == "__main__":  # a build (setuptools runs this file as __main__)
     # whose virtual environment may have no setuptools (3.12+).
     from setuptools import setup
     from setuptools.command.build_py import build_py
+
+    reason = unsupported_platform(platform.system(), platform.machine())
+    if reason:
+        sys.exit(f"error: {reason}")
 
     class BuildWithModel(build_py):
         def run(self) -> None:

@@ -82,6 +82,17 @@ def _setup_module():
     return module
 
 
+def test_a_build_on_an_intel_mac_says_why_it_cannot_install() -> None:
+    """LanceDB has no Intel-Mac wheel since 0.26: the build stops with one line saying
+    so and what to use instead, not pip's bare "no version satisfies lancedb"."""
+    setup = _setup_module()
+    reason = setup.unsupported_platform("Darwin", "x86_64")
+    assert reason is not None and "\n" not in reason
+    assert "LanceDB" in reason and "Intel" in reason and "Apple silicon" in reason
+    for system, machine in (("Darwin", "arm64"), ("Linux", "x86_64"), ("Linux", "aarch64")):
+        assert setup.unsupported_platform(system, machine) is None
+
+
 def _safetensors_dtypes(path: Path) -> dict[str, str]:
     with path.open("rb") as handle:
         header = json.loads(handle.read(int.from_bytes(handle.read(8), "little")))
