@@ -430,6 +430,11 @@ def test_office_broken_files_are_errors(
     with pytest.raises(ItemError) as info:
         parse(encrypted)
     assert check_reason(info.value).startswith("encrypted document (password required)")
+    damaged = tmp_path / f"damaged-ole{suffix}"  # an OLE container cut after its header
+    damaged.write_bytes(encrypted.read_bytes()[:512] + b"\xff" * 512)
+    with pytest.raises(ItemError) as info:
+        parse(damaged)
+    assert check_reason(info.value).startswith("legacy binary Office file")
     for keep in (0.1, 0.5, 0.9):
         with pytest.raises(ItemError) as info:
             parse(truncate(good, tmp_path / f"cut{keep}{suffix}", keep))
