@@ -180,7 +180,8 @@ def tantivy_matches_lancedb(
     store: IndexStore, generation: Generation, source: str, only: set[str] | None = None
 ) -> CheckOutcome:
     """Tantivy holds exactly the source's (or documents ``only``'s) LanceDB chunk ids,
-    with the same row hashes."""
+    with the same row hashes, and each whole document's row is made from its chunks
+    as indexed now."""
     from rag_assets.stages.fulltext import lance_row_hashes, tantivy_row_hashes
 
     where, what = _scope(source, only)
@@ -190,18 +191,24 @@ def tantivy_matches_lancedb(
     missing = [c for c in lance if c not in tantivy]
     extra = [c for c in tantivy if c not in lance]
     differ = [c for c in lance if c in tantivy and tantivy[c] != lance[c]]
-    passed = not (missing or extra or differ)
+    documents = index.documents_out_of_step(source, only)
+    chunks_match = not (missing or extra or differ)
+    if chunks_match and not documents:
+        description = f"Tantivy and LanceDB hold the same chunks{what}"
+    elif chunks_match:
+        description = f"{len(documents)} whole-document row(s) differ from their chunks{what}"
+    else:
+        description = f"Tantivy and LanceDB differ{what}"
     return CheckOutcome(
         TANTIVY_MATCHES_LANCEDB,
-        passed,
-        f"Tantivy and LanceDB hold the same chunks{what}"
-        if passed
-        else f"Tantivy and LanceDB differ{what}",
+        chunks_match and not documents,
+        description,
         {
             "lancedb_chunks": len(lance),
             "missing_in_tantivy": len(missing),
             "extra_in_tantivy": len(extra),
             "different_rows": len(differ),
+            "documents_out_of_step": len(documents),
             **_checked(only),
         },
     )

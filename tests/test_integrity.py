@@ -81,6 +81,35 @@ def test_checks_detect_a_broken_index(tmp_path: Path, sample_vault: Path) -> Non
     assert checks.chunks_have_documents(store, generation, "journal").passed
 
 
+def test_a_whole_document_row_out_of_step_fails_the_check_until_a_run_remakes_it(
+    tmp_path: Path, sample_vault: Path
+) -> None:
+    """The documents' index (one row per whole document, for the keyword side) is
+    checked against the chunks as they are indexed, and an ordinary run repairs it."""
+    from rag_serving.index.fulltext import document_key
+
+    config_path = write_config(
+        tmp_path, [{"name": "journal", "kind": "markdown", "path": str(sample_vault / "journal")}]
+    )
+    config = build_index(config_path)
+    store = IndexStore(config.data_dir)
+    generation = read_manifest(IndexLayout(config.data_dir).manifest_path).active
+    fulltext = FulltextIndex(IndexLayout(config.data_dir).fulltext_dir(generation.key))
+    doc_id = store.read("documents", columns=["doc_id"]).column("doc_id")[0].as_py()
+    writer = fulltext.documents.writer(heap_size=15_000_000, num_threads=1)
+    writer.delete_documents_by_term("chunk_id", document_key(doc_id))
+    writer.commit()
+    writer.wait_merging_threads()
+    broken = checks.tantivy_matches_lancedb(store, generation, "journal")
+    assert not broken.passed, broken
+    assert broken.metadata["documents_out_of_step"] == 1
+    assert broken.metadata["missing_in_tantivy"] == broken.metadata["different_rows"] == 0
+    assert broken.description == "1 whole-document row(s) differ from their chunks"
+    build_index(config_path)  # nothing changed on disk
+    repaired = checks.tantivy_matches_lancedb(store, generation, "journal")
+    assert repaired.passed and repaired.metadata["documents_out_of_step"] == 0
+
+
 def test_maintenance_compacts_and_keeps_results(tmp_path: Path, sample_vault: Path) -> None:
 
     from rag_assets.definitions import defs

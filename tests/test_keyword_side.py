@@ -122,3 +122,44 @@ def test_code_commits_and_long_documents_have_no_document_row(tmp_path: Path) ->
     index.replace([], rows + code)
     keys = [document_key(name) for name in ("note", "book", "code")]
     assert list(index.document_scores("wing flutter", keys)) == [document_key("note")]
+
+
+def test_documents_left_behind_by_a_stopped_writer_are_repaired(tmp_path: Path) -> None:
+    """``replace`` commits the chunks, then the documents' rows. A writer stopped between
+    the two leaves its mark, and the next writer remakes the rows out of step."""
+    index = FulltextIndex(tmp_path / "fulltext")
+    rows = _rows(CHUNKS)
+    for number, row in enumerate(rows):
+        row["row_hash"] = f"h{number}"
+    index.replace([], rows)
+    assert index.documents_out_of_step("s") == set()
+    assert not (index.path / "documents.pending").exists()
+    # The first half of a replace that stopped: a's "flutter" chunk gone from the chunks'
+    # index, a's row as it was, and the mark.
+    (index.path / "documents.pending").write_text("")
+    writer = index.index.writer(heap_size=15_000_000, num_threads=1)
+    writer.delete_documents_by_term("chunk_id", f"{1:032x}")
+    writer.commit()
+    writer.wait_merging_threads()
+    index.reload()
+    key = document_key("a")
+    assert index.documents_out_of_step("s") == {"a"}
+    assert index.documents_out_of_step("s", ["c", "d"]) == set()
+    assert key in index.document_scores("flutter", [key])  # stale: a no longer says it
+    assert FulltextIndex(index.path).finish_documents() == 1  # the next writer
+    index.reload()
+    assert index.documents_out_of_step() == set()
+    assert index.document_scores("flutter", [key]) == {}
+    assert key in index.document_scores("wing", [key])
+    assert not (index.path / "documents.pending").exists()
+    assert index.finish_documents() == 0  # no mark: nothing read
+    # A document's row lost (deleted by hand) is out of step too.
+    writer = index.documents.writer(heap_size=15_000_000, num_threads=1)
+    writer.delete_documents_by_term("chunk_id", document_key("c"))
+    writer.commit()
+    writer.wait_merging_threads()
+    index.reload()
+    assert index.documents_out_of_step("s") == {"c"}
+    assert index.repair_documents("s") == 1
+    index.reload()
+    assert index.documents_out_of_step("s") == set()

@@ -74,12 +74,16 @@ def _sync_fulltext(
     scope = whole if only is None else f"{whole} AND {sql_in('doc_id', sorted(only))}"
     lance = _row_hashes(store, generation.table, scope)
     index = FulltextIndex(store.layout.fulltext_dir(generation.key))
+    index.finish_documents()  # any source's run stopped between its two commits
     before = tantivy_row_hashes(index, source.name, source.language, only)
     stale = [cid for cid, digest in before.items() if lance.get(cid) != digest]
     add = {cid for cid, digest in lance.items() if before.get(cid) != digest}
     if stale or add:
         rows = _rows_to_add(store, generation.table, scope, add) if add else ()
         index.replace(stale, rows, source.language)
+    # Whole-document rows out of step with the chunks, whatever the cause, as the chunks
+    # themselves are compared on every run.
+    repaired = index.repair_documents(source.name, only)
     report(source.name, "fulltext", len(lance), len(lance))
     total = len(lance) if only is None else store.count(generation.table, whole)
     record_source_state(store, source.name, run_id, generation.key, total)
@@ -89,6 +93,8 @@ def _sync_fulltext(
     result.changed = len(add) - result.new
     result.unchanged = len(lance) - len(add)
     result.extra["generation"] = generation.key
+    if repaired:
+        result.extra["documents_repaired"] = repaired
     if promote_if_complete(store, configured):
         result.extra["promoted_generation"] = generation.key
     return_freed_memory()

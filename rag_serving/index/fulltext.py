@@ -58,10 +58,14 @@ FIELD_BOOSTS = {"title": 0.5, "path_text": 0.5, "aliases": 0.5}
 # 9: text and queries in Unicode compatibility form (NFKC).
 # 10: each chunk's document key as fast fields, and the documents' index beside it.
 # 11: no document rows for code files, commits and documents of over 64 chunks.
-ANALYSIS_VERSION = 11
+# 12: a document's row holds the digest of the chunks it was made from (row_hash).
+ANALYSIS_VERSION = 12
 _STAMP = "ragline-fulltext.json"
 _WRITER_HEAP = 64_000_000
 _DOCUMENT_BATCH = 64  # documents whose chunks are read at once to make their rows
+# Left beside the index while a writer's chunks are committed and their documents'
+# rows not yet (``replace``): the next writer repairs the documents (``finish_documents``).
+_DOCUMENTS_PENDING = "documents.pending"
 # A longer document (a book, a long PDF) has no row in the documents' index: over its
 # whole length BM25 would rank it below any short note; its chunks stand for themselves.
 MAX_DOCUMENT_CHUNKS = 64
@@ -645,8 +649,11 @@ class FulltextIndex:
         one commit: readers see either the old or the new state. ``language`` is the
         rows' source's setting ("auto": detected per chunk)."""
         stale = list(stale)
+        self.finish_documents()
         apart = kinds_without_whole_documents()
         changed = self._doc_ids_of(stale, apart)
+        mark = self.path / _DOCUMENTS_PENDING
+        mark.write_text("the chunks changed; the documents' rows may not have\n")
         writer = self.index.writer(heap_size=_WRITER_HEAP, num_threads=1)
         try:
             for cid in stale:
@@ -662,6 +669,18 @@ class FulltextIndex:
             raise
         self.index.reload()
         self.refresh_documents(changed)
+        mark.unlink(missing_ok=True)
+
+    def finish_documents(self) -> int:
+        """Where a writer stopped between the chunks' commit and the documents' (its
+        mark is left), remake the documents' rows out of step with their chunks;
+        returns how many. Call it holding the index's writer lock, as ``replace``."""
+        mark = self.path / _DOCUMENTS_PENDING
+        if not mark.exists():
+            return 0
+        repaired = self.repair_documents()
+        mark.unlink(missing_ok=True)
+        return repaired
 
     def _doc_ids_of(self, chunk_ids: list[str], apart: frozenset[str]) -> set[str]:
         """The documents the chunks ``chunk_ids`` belong to (those still indexed),
@@ -706,6 +725,55 @@ class FulltextIndex:
             writer.rollback()
             raise
         self.documents.reload()
+
+    def documents_out_of_step(
+        self, source: str | None = None, doc_ids: Iterable[str] | None = None
+    ) -> set[str]:
+        """The documents (of ``source``, or of ``doc_ids``) whose row in the documents'
+        index is missing, left over, or made from other chunks than those indexed now:
+        what a writer stopped between the chunks' commit and the documents' left."""
+        ids = None if doc_ids is None else sorted(set(doc_ids))
+        if ids == []:
+            return set()
+        chunks = self._grouped_chunks(source, ids)
+        apart = kinds_without_whole_documents()
+        expected = {
+            doc_id: _document_digest(group)
+            for doc_id, group in chunks.items()
+            if _searched_whole(group, apart)
+        }
+        searcher = self.documents.searcher()
+        present: dict[str, str] = {}
+        if searcher.num_docs:
+            query = _scope_query(DOCUMENT_SCHEMA, source, ids)
+            hits = searcher.search(query, limit=searcher.num_docs, count=False).hits
+            for _score, address in hits:
+                row = searcher.doc(address)
+                present[row["doc_id"][0]] = row.get_first("row_hash") or ""
+        return {d for d in expected.keys() | present.keys() if expected.get(d) != present.get(d)}
+
+    def repair_documents(
+        self, source: str | None = None, doc_ids: Iterable[str] | None = None
+    ) -> int:
+        """Remake the documents' rows that are out of step with their chunks; returns
+        how many."""
+        out_of_step = self.documents_out_of_step(source, doc_ids)
+        self.refresh_documents(out_of_step)
+        return len(out_of_step)
+
+    def _grouped_chunks(
+        self, source: str | None, doc_ids: list[str] | None
+    ) -> dict[str, list[tantivy.Document]]:
+        """The stored chunks of ``source`` (or of ``doc_ids``), by document."""
+        searcher = self.index.searcher()
+        groups: dict[str, list[tantivy.Document]] = {}
+        if not searcher.num_docs:
+            return groups
+        query = _scope_query(SCHEMA, source, doc_ids)
+        for _score, address in searcher.search(query, limit=searcher.num_docs, count=False).hits:
+            chunk = searcher.doc(address)
+            groups.setdefault(chunk["doc_id"][0], []).append(chunk)
+        return groups
 
     def merge_segments(self) -> int:
         """Merge segments and remove files no longer used; returns the chunks' segment
@@ -823,6 +891,30 @@ def _searched_whole(chunks: list[tantivy.Document] | None, apart: frozenset[str]
     return (chunks[0].get_first("kind") or "") not in apart
 
 
+def _scope_query(
+    schema: tantivy.Schema, source: str | None, doc_ids: list[str] | None
+) -> tantivy.Query:
+    """Rows of one source (or all), of the documents ``doc_ids`` (or all)."""
+    clauses = []
+    if source is not None:
+        clauses.append((tantivy.Occur.Must, tantivy.Query.term_query(schema, "source", source)))
+    if doc_ids is not None:
+        clauses.append(
+            (tantivy.Occur.Must, tantivy.Query.term_set_query(schema, "doc_id", doc_ids))
+        )
+    return tantivy.Query.boolean_query(clauses) if clauses else tantivy.Query.all_query()
+
+
+def _document_digest(chunks: list[tantivy.Document]) -> str:
+    """What a document's row is made from: its chunks' row hashes and text fields (a
+    source's language setting moves a chunk's text to another field)."""
+    parts = sorted(
+        f"{chunk.get_first('row_hash') or ''}:{chunk.get_first('text_field') or ''}"
+        for chunk in chunks
+    )
+    return hashlib.blake2b("\n".join(parts).encode(), digest_size=16).hexdigest()
+
+
 def _document_row(doc_id: str, chunks: list[tantivy.Document]) -> tantivy.Document:
     """One row for a whole document: its chunks' text, each in its own language's field
     (as the chunk's), and the fields a query also searches, once."""
@@ -835,6 +927,7 @@ def _document_row(doc_id: str, chunks: list[tantivy.Document]) -> tantivy.Docume
         path=first.get_first("path") or "",
         title=first.get_first("title") or "",
         tags=list(first.get_all("tags")),
+        row_hash=_document_digest(chunks),
     )
     path = document.get_first("path") or ""
     document.add_text("path_text", path.replace("/", " "))

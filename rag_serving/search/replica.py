@@ -100,6 +100,7 @@ class FulltextReplica:
     def _update(self) -> None:
         version = self._identity(self._table_version())
         index = self.index or FulltextIndex(self.folder)
+        index.finish_documents()  # an update stopped between its two commits
         lance = self._lance_hashes()
         held = index.row_hashes()
         stale = [cid for cid, digest in held.items() if lance.get(cid) != digest]
