@@ -85,7 +85,12 @@ def _explain_part(name: str, e: dict[str, float]) -> str:
             f"{name}: ×{e['factor']:.3f} ({e['backlinks']:.0f} backlinks, "
             f"{e['linked_from_top']:.0f} from the top hits)"
         )
-    return f"{name}: rank {e['rank']} score {e['score']:.4f} (+{e['contribution']:.5f})"
+    line = f"{name}: rank {e['rank']} score {e['score']:.4f} (+{e['contribution']:.5f})"
+    if "chunk_bm25" in e:  # the keyword score mixes the chunk's and its document's BM25
+        document = e.get("document_bm25")
+        whole = f"document {document:.2f}" if document is not None else "no document row"
+        line += f" from chunk BM25 {e['chunk_bm25']:.2f} and {whole}"
+    return line
 
 
 def _render_context(hit: SearchHit, ranks: dict[str, int]) -> None:

@@ -125,6 +125,39 @@ def test_words_survive_stray_syntax(engine: SearchEngine) -> None:
     assert _paths(engine.search('error: "glacier', k=1, mode="bm25")) == ["2023-01-15.md"]
 
 
+def test_explain_shows_the_chunk_and_document_bm25_behind_a_keyword_score(
+    engine: SearchEngine, sample_index: RaglineConfig
+) -> None:
+    """A query of 4 words or more scores each keyword hit by its document's BM25 and its
+    own: --explain shows both, not only their mix; a short query's score is its own."""
+    query = "crossed a glacier in the Alps"
+    top = engine.search(query, k=1, mode="bm25").hits[0]
+    assert top.path == "2023-01-15.md"
+    parts = top.explain["bm25"]
+    assert parts["chunk_bm25"] > 0 and parts["document_bm25"] > 0
+    assert parts["score"] != pytest.approx(parts["chunk_bm25"])  # the mix, shares of the best
+    assert "chunk_bm25" not in engine.search("glacier", k=1, mode="bm25").hits[0].explain["bm25"]
+    shown = CliRunner().invoke(
+        cli,
+        [
+            "--config",
+            str(sample_index.config_path),
+            "search",
+            query,
+            "-k",
+            "1",
+            "--mode",
+            "bm25",
+            "--explain",
+        ],
+    )
+    assert shown.exit_code == 0, shown.output
+    assert (
+        f"from chunk BM25 {parts['chunk_bm25']:.2f} and document {parts['document_bm25']:.2f}"
+        in (" ".join(shown.output.split()))
+    )
+
+
 def test_cli_json_contract(sample_index: RaglineConfig) -> None:
     result = CliRunner().invoke(
         cli,
