@@ -61,3 +61,8 @@ class ModelNotFoundError(EmbedderError):
 class SourceUnavailableError(RaglineError):
     """A source's folder cannot be reached now (an unplugged disk, a folder that cannot
     be read): its run fails and what the index holds for it is kept, never pruned."""
+
+
+class UnsupportedCpuError(RaglineError):
+    """The processor lacks an instruction set a compiled dependency was built for (an
+    import would kill the process with SIGILL instead of raising)."""

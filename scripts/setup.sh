@@ -110,6 +110,17 @@ if [ -n "$extras" ] && ! command -v redis-server >/dev/null; then
   fi
 fi
 
+# The processor check (rag_serving/index/cpu.py) is tested on an emulated pre-AVX2
+# processor: QEMU's user-mode emulator (Debian's qemu-user) runs the venv's Python.
+if [ -n "$extras" ] && ! command -v qemu-x86_64 >/dev/null; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "installing Debian's qemu-user for the processor check's test" >&2
+    (apt-get install -y -q --no-install-recommends qemu-user >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends qemu-user >/dev/null; })
+  else
+    echo "the processor check's test needs qemu-x86_64: sudo apt-get install qemu-user" >&2
+  fi
+fi
+
 # The Calibre tests index a library made by Calibre's own `calibredb` (Debian's
 # calibre package; without it they build metadata.db from Calibre's schema instead).
 if [ -n "$extras" ] && ! command -v calibredb >/dev/null; then

@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from rag_serving.index.cpu import check_lancedb_cpu
 from rag_serving.index.fingerprint import EmbedderFingerprint
 from rag_serving.index.layout import RemoteManifest
 from rag_serving.index.schema import SCHEMA_VERSION, UPGRADABLE_VERSIONS
@@ -219,6 +220,7 @@ _CONNECT_LOCK = threading.Lock()
 def _database(path: RemoteManifest) -> Any:
     """One LanceDB connection per URI, seeing every commit at once (a manifest is read
     rarely: once per run, and by search at most once per read consistency interval)."""
+    check_lancedb_cpu()
     import lancedb
 
     with _CONNECT_LOCK:

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from rag_serving.index import schema as schemas
 from rag_serving.index.commit_lock import CommitLock, local_commit_lock
+from rag_serving.index.cpu import check_lancedb_cpu
 from rag_serving.index.layout import IndexLayout
 from rag_serving.index.location import check_conditional_writes, storage_options
 
@@ -44,6 +45,7 @@ class IndexStore:
         allow_unsafe_writes: bool = False,
         commit_lock: CommitLock | None = None,
     ):
+        check_lancedb_cpu()
         import lancedb
 
         self.layout = IndexLayout(Path(data_dir), index_uri)
