@@ -524,7 +524,9 @@ class SearchEngine:
         for i, hit in enumerate(hits):
             if hit.chunk_id in keyword_parts and "bm25" in hit.explain:
                 parts = keyword_parts[hit.chunk_id]
-                hit = replace(hit, explain={**hit.explain, "bm25": {**hit.explain["bm25"], **parts}})
+                hit = replace(
+                    hit, explain={**hit.explain, "bm25": {**hit.explain["bm25"], **parts}}
+                )
             if hit.chunk_id in lifts:
                 hit = replace(hit, explain={**hit.explain, "links": lifts[hit.chunk_id].as_dict()})
             if hit.chunk_id in reranked:
