@@ -182,16 +182,17 @@ def tantivy_matches_lancedb(
     """Tantivy holds exactly the source's (or documents ``only``'s) LanceDB chunk ids,
     with the same row hashes, and each whole document's row is made from its chunks
     as indexed now."""
-    from rag_assets.stages.fulltext import lance_row_hashes, tantivy_row_hashes
+    from rag_assets.stages.fulltext import lance_row_hashes
 
     where, what = _scope(source, only)
     lance = lance_row_hashes(store, generation.table, where)
     index = FulltextIndex(store.layout.fulltext_dir(generation.key))
-    tantivy = tantivy_row_hashes(index, source, None, only)
+    states = index.chunk_states(source, None, only)
+    tantivy = states.hashes
     missing = [c for c in lance if c not in tantivy]
     extra = [c for c in tantivy if c not in lance]
     differ = [c for c in lance if c in tantivy and tantivy[c] != lance[c]]
-    documents = index.documents_out_of_step(source, only)
+    documents = index.documents_out_of_step(source, only, states)
     chunks_match = not (missing or extra or differ)
     if chunks_match and not documents:
         description = f"Tantivy and LanceDB hold the same chunks{what}"

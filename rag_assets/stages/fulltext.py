@@ -7,14 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
-import tantivy
 
 from rag_assets.progress import report
 from rag_assets.stages.embed import target_generation
 from rag_assets.stages.result import StageResult, return_freed_memory, utcnow
 from rag_serving.embedders import Embedder
 from rag_serving.index import schema as schemas
-from rag_serving.index.fulltext import SCHEMA, FulltextIndex
+from rag_serving.index.fulltext import FulltextIndex
 from rag_serving.index.manifest import IndexManifest, read_manifest, update_manifest
 from rag_serving.index.store import IndexStore
 from rag_sources.config import FileSourceConfig
@@ -75,15 +74,19 @@ def _sync_fulltext(
     lance = _row_hashes(store, generation.table, scope)
     index = FulltextIndex(store.layout.fulltext_dir(generation.key))
     index.finish_documents()  # any source's run stopped between its two commits
-    before = tantivy_row_hashes(index, source.name, source.language, only)
+    states = index.chunk_states(source.name, source.language, only)
+    before = states.hashes
     stale = [cid for cid, digest in before.items() if lance.get(cid) != digest]
     add = {cid for cid, digest in lance.items() if before.get(cid) != digest}
+    # Whole-document rows out of step with their chunks, whatever the cause, are remade
+    # too, as the chunks themselves are compared on every run.
+    out_of_step = index.documents_out_of_step(source.name, only, states)
     if stale or add:
         rows = _rows_to_add(store, generation.table, scope, add) if add else ()
-        index.replace(stale, rows, source.language)
-    # Whole-document rows out of step with the chunks, whatever the cause, as the chunks
-    # themselves are compared on every run.
-    repaired = index.repair_documents(source.name, only)
+        index.replace(stale, rows, source.language, documents=out_of_step)
+    elif out_of_step:
+        index.refresh_documents(out_of_step)
+    repaired = len(out_of_step)
     report(source.name, "fulltext", len(lance), len(lance))
     total = len(lance) if only is None else store.count(generation.table, whole)
     record_source_state(store, source.name, run_id, generation.key, total)
@@ -99,29 +102,6 @@ def _sync_fulltext(
         result.extra["promoted_generation"] = generation.key
     return_freed_memory()
     return result
-
-
-def tantivy_row_hashes(
-    index: FulltextIndex, source: str, language: str | None, only: set[str] | None = None
-) -> dict[str, str]:
-    """``chunk_id → row_hash`` in Tantivy for the source, or for its doc ids ``only``
-    (a row indexed under another ``language`` setting maps to "": stale)."""
-    if only is None:
-        return index.row_hashes(source, language)
-    if not only:
-        return {}
-    searcher = index.index.searcher()
-    query = tantivy.Query.boolean_query([
-        (tantivy.Occur.Must, tantivy.Query.term_query(SCHEMA, "source", source)),
-        (tantivy.Occur.Must, tantivy.Query.term_set_query(SCHEMA, "doc_id", sorted(only))),
-    ])  # fmt: skip
-    out: dict[str, str] = {}
-    limit = max(1, int(searcher.num_docs))
-    for _score, address in searcher.search(query, limit=limit, count=False).hits:
-        doc = searcher.doc(address)
-        stale = language is not None and (doc.get_first("language") or "auto") != language
-        out[doc["chunk_id"][0]] = "" if stale else doc["row_hash"][0]
-    return out
 
 
 def lance_row_hashes(store: IndexStore, table: str, where: str) -> dict[str, str]:

@@ -319,6 +319,15 @@ def _countable(token: str) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class ChunkStates:
+    """What the chunks' index holds for a scope: each chunk's row hash ("" where stale),
+    and the digest each document's whole row should have (None: it gets no row)."""
+
+    hashes: dict[str, str]
+    documents: dict[str, str | None]
+
+
 class FulltextIndex:
     """A Tantivy index stored in one folder."""
 
@@ -351,21 +360,40 @@ class FulltextIndex:
     def row_hashes(self, source: str | None = None, language: str | None = None) -> dict[str, str]:
         """``chunk_id → row_hash`` for one source (or all). With ``language`` (the
         source's setting), a row indexed under another setting maps to "" (stale)."""
+        return self.chunk_states(source, language).hashes
+
+    def chunk_states(
+        self,
+        source: str | None = None,
+        language: str | None = None,
+        doc_ids: Iterable[str] | None = None,
+    ) -> ChunkStates:
+        """What the chunks' index holds for ``source`` (or all; of ``doc_ids``, or all),
+        in one read of the stored rows: each chunk's row hash ("" where it was indexed
+        under another ``language`` setting) and each document's digest."""
+        ids = None if doc_ids is None else sorted(set(doc_ids))
         searcher = self.index.searcher()
-        total = int(searcher.num_docs)
-        if total == 0:
-            return {}
-        if source is None:
-            query = tantivy.Query.all_query()
-        else:
-            query = tantivy.Query.term_query(SCHEMA, "source", source)
-        result = searcher.search(query, limit=total, count=False)
-        out: dict[str, str] = {}
-        for _score, address in result.hits:
-            doc = searcher.doc(address)
-            stale = language is not None and (doc.get_first("language") or "auto") != language
-            out[doc["chunk_id"][0]] = "" if stale else doc["row_hash"][0]
-        return out
+        hashes: dict[str, str] = {}
+        parts: dict[str, list[str]] = {}
+        kinds: dict[str, str] = {}
+        if ids != [] and searcher.num_docs:
+            query = _scope_query(SCHEMA, source, ids)
+            for _score, address in searcher.search(
+                query, limit=searcher.num_docs, count=False
+            ).hits:
+                chunk = searcher.doc(address)
+                row_hash = chunk.get_first("row_hash") or ""
+                stale = language is not None and (chunk.get_first("language") or "auto") != language
+                hashes[chunk.get_first("chunk_id")] = "" if stale else row_hash
+                doc_id = chunk.get_first("doc_id")
+                parts.setdefault(doc_id, []).append(_digest_part(chunk))
+                kinds.setdefault(doc_id, chunk.get_first("kind") or "")
+        apart = kinds_without_whole_documents()
+        documents = {
+            doc_id: _digest(own) if _whole(len(own), kinds[doc_id], apart) else None
+            for doc_id, own in parts.items()
+        }
+        return ChunkStates(hashes, documents)
 
     @staticmethod
     def _query_fields(searcher: tantivy.Searcher) -> list[str]:
@@ -643,15 +671,20 @@ class FulltextIndex:
         return len(new), deleted
 
     def replace(
-        self, stale: Iterable[str], rows: Iterable[Mapping[str, Any]], language: str = "auto"
+        self,
+        stale: Iterable[str],
+        rows: Iterable[Mapping[str, Any]],
+        language: str = "auto",
+        documents: Iterable[str] = (),
     ) -> None:
         """Delete the chunk ids ``stale`` and add ``rows`` (which may be streamed), in
         one commit: readers see either the old or the new state. ``language`` is the
-        rows' source's setting ("auto": detected per chunk)."""
+        rows' source's setting ("auto": detected per chunk). The changed documents' rows
+        are remade after it, with those of ``documents`` (found out of step)."""
         stale = list(stale)
         self.finish_documents()
         apart = kinds_without_whole_documents()
-        changed = self._doc_ids_of(stale, apart)
+        changed = self._doc_ids_of(stale, apart) | set(documents)
         mark = self.path / _DOCUMENTS_PENDING
         mark.write_text("the chunks changed; the documents' rows may not have\n")
         writer = self.index.writer(heap_size=_WRITER_HEAP, num_threads=1)
@@ -727,21 +760,21 @@ class FulltextIndex:
         self.documents.reload()
 
     def documents_out_of_step(
-        self, source: str | None = None, doc_ids: Iterable[str] | None = None
+        self,
+        source: str | None = None,
+        doc_ids: Iterable[str] | None = None,
+        states: ChunkStates | None = None,
     ) -> set[str]:
         """The documents (of ``source``, or of ``doc_ids``) whose row in the documents'
         index is missing, left over, or made from other chunks than those indexed now:
-        what a writer stopped between the chunks' commit and the documents' left."""
+        what a writer stopped between the chunks' commit and the documents' left.
+        ``states``: the same scope's ``chunk_states``, when the caller has read them."""
         ids = None if doc_ids is None else sorted(set(doc_ids))
         if ids == []:
             return set()
-        chunks = self._grouped_chunks(source, ids)
-        apart = kinds_without_whole_documents()
-        expected = {
-            doc_id: _document_digest(group)
-            for doc_id, group in chunks.items()
-            if _searched_whole(group, apart)
-        }
+        if states is None:
+            states = self.chunk_states(source, None, ids)
+        expected = {doc: digest for doc, digest in states.documents.items() if digest}
         searcher = self.documents.searcher()
         present: dict[str, str] = {}
         if searcher.num_docs:
@@ -760,20 +793,6 @@ class FulltextIndex:
         out_of_step = self.documents_out_of_step(source, doc_ids)
         self.refresh_documents(out_of_step)
         return len(out_of_step)
-
-    def _grouped_chunks(
-        self, source: str | None, doc_ids: list[str] | None
-    ) -> dict[str, list[tantivy.Document]]:
-        """The stored chunks of ``source`` (or of ``doc_ids``), by document."""
-        searcher = self.index.searcher()
-        groups: dict[str, list[tantivy.Document]] = {}
-        if not searcher.num_docs:
-            return groups
-        query = _scope_query(SCHEMA, source, doc_ids)
-        for _score, address in searcher.search(query, limit=searcher.num_docs, count=False).hits:
-            chunk = searcher.doc(address)
-            groups.setdefault(chunk["doc_id"][0], []).append(chunk)
-        return groups
 
     def merge_segments(self) -> int:
         """Merge segments and remove files no longer used; returns the chunks' segment
@@ -883,12 +902,17 @@ def _document(row: Mapping[str, Any], language: str = "auto") -> tantivy.Documen
 
 
 def _searched_whole(chunks: list[tantivy.Document] | None, apart: frozenset[str]) -> bool:
-    """Whether a document of these chunks gets a row in the documents' index: not one
-    of a kind searched by its parts (code files, commits), nor one longer than
-    ``MAX_DOCUMENT_CHUNKS`` (a book), whose chunks then stand for themselves."""
-    if not chunks or len(chunks) > MAX_DOCUMENT_CHUNKS:
+    """Whether a document of these chunks gets a row in the documents' index."""
+    if not chunks:
         return False
-    return (chunks[0].get_first("kind") or "") not in apart
+    return _whole(len(chunks), chunks[0].get_first("kind") or "", apart)
+
+
+def _whole(chunk_count: int, kind: str, apart: frozenset[str]) -> bool:
+    """Whether a document of ``chunk_count`` chunks of ``kind`` gets a row: not one of a
+    kind searched by its parts (code files, commits), nor one longer than
+    ``MAX_DOCUMENT_CHUNKS`` (a book), whose chunks then stand for themselves."""
+    return 0 < chunk_count <= MAX_DOCUMENT_CHUNKS and kind not in apart
 
 
 def _scope_query(
@@ -905,14 +929,15 @@ def _scope_query(
     return tantivy.Query.boolean_query(clauses) if clauses else tantivy.Query.all_query()
 
 
-def _document_digest(chunks: list[tantivy.Document]) -> str:
-    """What a document's row is made from: its chunks' row hashes and text fields (a
+def _digest_part(chunk: tantivy.Document) -> str:
+    """What a chunk adds to its document's digest: its row hash and text field (a
     source's language setting moves a chunk's text to another field)."""
-    parts = sorted(
-        f"{chunk.get_first('row_hash') or ''}:{chunk.get_first('text_field') or ''}"
-        for chunk in chunks
-    )
-    return hashlib.blake2b("\n".join(parts).encode(), digest_size=16).hexdigest()
+    return f"{chunk.get_first('row_hash') or ''}:{chunk.get_first('text_field') or ''}"
+
+
+def _digest(parts: list[str]) -> str:
+    """A document's digest: of its chunks' parts, in any order."""
+    return hashlib.blake2b("\n".join(sorted(parts)).encode(), digest_size=16).hexdigest()
 
 
 def _document_row(doc_id: str, chunks: list[tantivy.Document]) -> tantivy.Document:
@@ -927,7 +952,7 @@ def _document_row(doc_id: str, chunks: list[tantivy.Document]) -> tantivy.Docume
         path=first.get_first("path") or "",
         title=first.get_first("title") or "",
         tags=list(first.get_all("tags")),
-        row_hash=_document_digest(chunks),
+        row_hash=_digest([_digest_part(chunk) for chunk in chunks]),
     )
     path = document.get_first("path") or ""
     document.add_text("path_text", path.replace("/", " "))
