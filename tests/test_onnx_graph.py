@@ -249,5 +249,12 @@ def test_the_device_is_chosen_and_a_missing_provider_is_one_line() -> None:
             "[embedder] device = 'cuda', but ONNX Runtime has no CUDAExecutionProvider here "
             '(install onnxruntime-gpu in ragline\'s environment, or set device = "auto")'
         )
+    # ONNX Runtime's lists elsewhere: CUDA (onnxruntime-gpu) is taken by auto; CoreML
+    # (macOS's wheel) only when asked for, as it is not measured (docs/decisions.md).
+    cpu, cuda, coreml = "CPUExecutionProvider", "CUDAExecutionProvider", "CoreMLExecutionProvider"
+    assert document_providers("auto", [cuda, cpu]) == [cuda, cpu]
+    assert document_providers("auto", [coreml, cpu]) == [cpu]
+    assert document_providers("mps", [coreml, cpu]) == [coreml, cpu]
+    assert document_providers("auto", [cuda, coreml, cpu]) == [cuda, cpu]
     embedder = create_embedder(SentenceTransformersConfig(device="cpu"))
     assert embedder.device == "cpu (ONNX Runtime)"

@@ -10,8 +10,8 @@ and a folder the graph builder does not cover (another architecture, a ``Dense``
 module) is exported to ONNX through PyTorch instead. Without the extra, such a model
 is a one-line error naming it.
 
-``device`` picks where documents are embedded: ONNX Runtime's CUDA or CoreML provider
-when it is installed (``onnxruntime-gpu``), else the CPU. Queries always run on the
+``device`` picks where documents are embedded: ONNX Runtime's CUDA provider when it is
+installed (``onnxruntime-gpu``), else the CPU; CoreML only when asked (``"mps"``). Queries always run on the
 CPU, on one thread: one short input is faster there than a round trip to a GPU, and
 a cold search never initialises one.
 """
@@ -40,12 +40,17 @@ log = logging.getLogger(__name__)
 BUNDLED_MODELS = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
 ONNX_FILENAME = "encoder.onnx"
 TORCH_EXTRA = "pip install 'ragline[torch]' (pipx: pipx inject ragline torch sentence-transformers)"
-# ONNX Runtime's providers per `device`, fastest first (`auto` tries them in order).
+# ONNX Runtime's providers per `device`.
 PROVIDERS = {
     "cuda": "CUDAExecutionProvider",
     "mps": "CoreMLExecutionProvider",
     "cpu": "CPUExecutionProvider",
 }
+# What `auto` takes, the first one present. Not CoreML, though macOS's onnxruntime
+# wheel has it: unmeasured here (no Mac), ONNX Runtime's docs warn that inputs of
+# dynamic shape (ours) may run slower on it, and the Neural Engine computes in float16,
+# while queries are embedded on the CPU in float32. `device = "mps"` asks for it.
+AUTO_DEVICES = ("cuda", "cpu")
 _MODEL_LOCK = threading.Lock()
 _LOADED: dict[str, Any] = {}
 # Threads for embedding documents (None: every core, the runtimes' default). Set by
@@ -437,15 +442,17 @@ def _output_dimension(model_dir: Path) -> int:
     return dimension
 
 
-def document_providers(device: str) -> list[str]:
+def document_providers(device: str, available: Sequence[str] | None = None) -> list[str]:
     """ONNX Runtime's providers for ``device``, the chosen one first (the CPU last, for
     operators a GPU provider lacks); a device whose provider is not installed is an
-    error that says what to install."""
-    import onnxruntime as ort
+    error that says what to install. ``available``: ONNX Runtime's, unless given."""
+    if available is None:
+        import onnxruntime as ort
 
-    available = ort.get_available_providers()
+        available = ort.get_available_providers()
     if device == "auto":
-        chosen = next(p for p in PROVIDERS.values() if p in available or p == PROVIDERS["cpu"])
+        candidates = [PROVIDERS[name] for name in AUTO_DEVICES]
+        chosen = next(p for p in candidates if p in available or p == PROVIDERS["cpu"])
     else:
         chosen = PROVIDERS[device]
         if chosen not in available:
