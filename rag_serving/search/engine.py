@@ -471,13 +471,13 @@ class SearchEngine:
         bm25_weight, vector_weight = list_weights(query, settings.weights, live.multilingual)
         lists: list[RankedList] = []
         bm25: list[Bm25Hit] = []
-        keyword_parts: dict[str, dict[str, float]] = {}
+        document_bm25: dict[str, float] | None = None  # by doc key, where documents scored
         # The query is embedded (ONNX Runtime, outside the GIL) while Tantivy searches.
         vectors = mode == "hybrid" and self.store.table_exists(self.generation.table)
         embedding = self._embedding_of(query) if vectors else None
         if mode in ("hybrid", "bm25"):
             with timer.stage("bm25"):
-                bm25, ranked, scores, keyword_parts = self._keyword_hits(
+                bm25, ranked, scores, document_bm25 = self._keyword_hits(
                     query, filters, depth, mode
                 )
             lists.append(
@@ -522,11 +522,9 @@ class SearchEngine:
         found = {h.chunk_id: h for h in bm25}
         hits = self._materialize(query, fused, k, timer, found, filters.symbols, collapse)
         for i, hit in enumerate(hits):
-            if hit.chunk_id in keyword_parts and "bm25" in hit.explain:
-                parts = keyword_parts[hit.chunk_id]
-                hit = replace(
-                    hit, explain={**hit.explain, "bm25": {**hit.explain["bm25"], **parts}}
-                )
+            if document_bm25 is not None and hit.chunk_id in found and "bm25" in hit.explain:
+                own = found[hit.chunk_id]
+                hit = replace(hit, explain=_with_bm25_parts(hit.explain, own, document_bm25))
             if hit.chunk_id in lifts:
                 hit = replace(hit, explain={**hit.explain, "links": lifts[hit.chunk_id].as_dict()})
             if hit.chunk_id in reranked:
@@ -540,27 +538,22 @@ class SearchEngine:
 
     def _keyword_hits(
         self, query: str, filters: SearchFilters, depth: int, mode: Mode
-    ) -> tuple[list[Bm25Hit], list[str], list[float], dict[str, dict[str, float]]]:
+    ) -> tuple[list[Bm25Hit], list[str], list[float], dict[str, float] | None]:
         """The keyword list (its hits, and their chunk ids and scores in its order):
         chunks by BM25, re-scored by their documents' BM25 as
         whole texts when the query has several words (rag_serving/search/documents.py).
         bm25 mode and long questions weigh the query's words (stop words low, repeats
         counted): in the fusion that lost on short queries (docs/decisions.md,
-        "keyword side"). Last, for ``--explain``, each re-scored chunk's own BM25 and
-        its document's (absent where the document has no row)."""
+        "keyword side"). Last, the documents' BM25 by doc key where they were scored
+        (None: the chunks' own scores stand), for ``--explain``."""
         weigh = mode == "bm25" or len(query.split()) >= LONG_QUESTION_WORDS
         hits = self.fulltext.search(query, filters, depth, weigh_words=weigh)
         if len(query.split()) < DOCUMENT_QUERY_WORDS:
-            return hits, [hit.chunk_id for hit in hits], [hit.score for hit in hits], {}
+            return hits, [hit.chunk_id for hit in hits], [hit.score for hit in hits], None
         documents = self.fulltext.document_scores(
             query, [hit.doc_key for hit in hits], weigh_words=weigh
         )
-        parts: dict[str, dict[str, float]] = {}
-        for hit in hits:
-            parts[hit.chunk_id] = {"chunk_bm25": hit.score}
-            if hit.doc_key in documents:
-                parts[hit.chunk_id]["document_bm25"] = documents[hit.doc_key]
-        return hits, *with_document_scores(hits, documents), parts
+        return hits, *with_document_scores(hits, documents), documents
 
     @property
     def reranker(self) -> Reranker:
@@ -1080,3 +1073,14 @@ def hybrid_search(
         query, k=k, filters=filters, mode=mode, rerank=rerank, context=context,
         collapse=collapse,
     )  # fmt: skip
+
+
+def _with_bm25_parts(
+    explain: dict[str, dict[str, float]], own: Bm25Hit, documents: dict[str, float]
+) -> dict[str, dict[str, float]]:
+    """A served hit's explain with what its mixed keyword score is made of: its chunk's
+    own BM25 (``own``) and its document's (absent where the document has no row)."""
+    parts = {"chunk_bm25": own.score}
+    if own.doc_key in documents:
+        parts["document_bm25"] = documents[own.doc_key]
+    return {**explain, "bm25": {**explain["bm25"], **parts}}
