@@ -53,10 +53,13 @@ def check_lancedb_cpu() -> None:
         from numpy._core._multiarray_umath import __cpu_features__ as features
     except ImportError:  # another NumPy layout: nothing to ask, LanceDB is loaded as is
         features = {}
-    distribution, version = _installed_lancedb()
-    missing = missing_cpu_features(platform.machine(), features, distribution)
-    if missing:
-        raise UnsupportedCpuError(unsupported_cpu_message(missing, version))
+    machine = platform.machine()
+    # The usual processor has what the wheel needs: no package metadata read at start-up.
+    if missing_cpu_features(machine, features, "lancedb"):
+        distribution, version = _installed_lancedb()
+        missing = missing_cpu_features(machine, features, distribution)
+        if missing:
+            raise UnsupportedCpuError(unsupported_cpu_message(missing, version))
     _checked = True
 
 
